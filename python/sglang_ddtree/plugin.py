@@ -1,0 +1,38 @@
+"""Entry point for sglang's general-plugin loader (group ``sglang.srt.plugins``).
+
+sglang calls :func:`register` in the launcher process and again first thing in every
+spawned scheduler process (``run_scheduler_process``), so everything registered here
+reaches the workers without relying on fork-inherited state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+# Environment variable naming a file that register() appends "<pid> <ppid>" to. It
+# exists so tests can prove the plugin ran inside each spawned process; unset in
+# production, where register() writes nothing.
+MARKER_ENV = "SGLANG_DDTREE_PLUGIN_MARKER"
+
+_registered = False
+
+
+def _write_marker() -> None:
+    path = os.environ.get(MARKER_ENV)
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {os.getppid()}\n")
+
+
+def register() -> None:
+    """Register sglang-ddtree with sglang. Idempotent within one process."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    _write_marker()
+    logger.info("sglang-ddtree plugin registered in pid %d", os.getpid())
