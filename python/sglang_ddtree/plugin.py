@@ -35,4 +35,12 @@ def register() -> None:
         return
     _registered = True
     _write_marker()
+
+    from sglang_ddtree.compat.dflash import register_dflash_hooks
+
+    register_dflash_hooks()
+    if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":
+        from sglang_ddtree.compat.cpu import register_cpu_hooks
+
+        register_cpu_hooks()
     logger.info("sglang-ddtree plugin registered in pid %d", os.getpid())

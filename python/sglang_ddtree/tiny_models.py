@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 # Bump when the recipe changes so cached directories are rebuilt.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
 VOCAB_SIZE = 512
@@ -298,7 +298,7 @@ def _save_random_dflash(cfg, dst: Path, seed: int) -> None:
     sd["hidden_norm.weight"] = torch.ones(h)
     save_file({k: v.contiguous() for k, v in sd.items()}, str(dst / "model.safetensors"))
     d = cfg.to_dict()
-    d["torch_dtype"] = "float32"
+    d["dtype"] = "float32"
     (dst / "config.json").write_text(json.dumps(d, indent=2, sort_keys=True))
     _copy_tokenizer(dst)
 

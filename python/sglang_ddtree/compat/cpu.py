@@ -1,0 +1,158 @@
+"""Hooks that let DFLASH-family speculative decoding run on sglang's CPU engine.
+
+sglang 0.5.17 has no seam for either of these, so each is a narrow ``HookRegistry`` hook that
+only changes behaviour when ``server_args.device == "cpu"`` (or in the CPU attention backend):
+
+1. ``_handle_dflash`` rejects any device but CUDA/NPU before looking at anything else. The
+   DFLASH worker itself is device-agnostic torch code plus attention through the configured
+   backend, and the CPU ``intel_amx`` backend implements TARGET_VERIFY. The hook runs the
+   upstream validation unchanged with the device check satisfied, then restores ``cpu`` and
+   resolves the draft attention backend to the CPU one (upstream would pick flashinfer).
+
+2. ``draft_worker_common._resolve_draft_attention_backend_fallback`` replaces any draft
+   backend outside its GPU list with flashinfer. On CPU the hook keeps the CPU backend.
+
+3. The DFLASH worker and the overlap future map call
+   ``tensor.record_stream(torch.cpu.current_stream())``, which torch rejects for CPU streams
+   (``unknown parameter type``). A CPU tensor has no stream to record, so on the CPU engine
+   ``record_stream`` becomes a no-op for CPU tensors only.
+
+4. ``IntelAMXAttnBackend._build_extend_metadata`` reads ``spec_info.tree_topk``, which the
+   DFLASH verify/draft inputs do not have (they carry ``topk = 1``: a chain). The hook gives
+   such an input ``tree_topk = topk`` before the upstream code reads it.
+
+5. ``IntelAMXAttnBackend.forward_extend`` ignores ``layer.attn_type``, so DFlash's
+   non-causal (ENCODER_ONLY) draft layer would run causally inside the block on CPU. The hook
+   passes an all-visible mask for such layers in TARGET_VERIFY forwards.
+
+6. ``arg_groups/overrides.py::_attention_backend_platform_fallbacks`` swaps ``intel_amx`` for
+   ``torch_native`` unless the CPU has AMX tiles AND sgl_kernel has packed-weight GEMMs, but
+   ``torch_native`` cannot run TARGET_VERIFY. The intel_amx *attention* backend needs only the
+   ``extend_attention_cpu`` / ``decode_attention_cpu`` ops; when those exist the hook skips
+   that one fallback (layers keep their own AMX decision and use their torch paths).
+
+7. ``IntelAMXAttnBackend.forward_extend`` computes the verify sequence lengths (prefix + draft
+   tokens) in ``_build_extend_metadata`` and then overwrites them with
+   ``forward_batch.seq_lens`` (prefix only) before calling the kernel, so every TARGET_VERIFY
+   forward on CPU attends over the wrong window. Fixed upstream after 0.5.17. The hook hands
+   the kernel the lengths the metadata computed, for TARGET_VERIFY only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+_HANDLE_DFLASH = "sglang.srt.arg_groups.speculative_hook._handle_dflash"
+_AMX_BACKEND = "sglang.srt.layers.attention.intel_amx_backend.IntelAMXAttnBackend"
+_DRAFT_BACKEND_FALLBACK = (
+    "sglang.srt.speculative.draft_worker_common._resolve_draft_attention_backend_fallback"
+)
+_AMX_PLATFORM_FALLBACK = (
+    "sglang.srt.arg_groups.overrides._attention_backend_platform_fallbacks"
+)
+CPU_ATTENTION_BACKEND = "intel_amx"
+
+
+def _handle_dflash_on_cpu(original, server_args, *args, **kwargs):
+    if server_args.device != "cpu":
+        return original(server_args, *args, **kwargs)
+    user_draft_backend = server_args.speculative_draft_attention_backend
+    server_args.device = "cuda"
+    try:
+        result = original(server_args, *args, **kwargs)
+    finally:
+        server_args.device = "cpu"
+    server_args.speculative_draft_attention_backend = (
+        user_draft_backend or server_args.attention_backend or CPU_ATTENTION_BACKEND
+    )
+    return result
+
+
+def _keep_cpu_draft_backend(original, *args, draft_server_args, **kwargs):
+    if draft_server_args.device == "cpu":
+        return draft_server_args.speculative_draft_attention_backend or CPU_ATTENTION_BACKEND
+    return original(*args, draft_server_args=draft_server_args, **kwargs)
+
+
+def _keep_amx_attention_when_ops_exist(original, view, *args, **kwargs):
+    import torch
+
+    ops = torch.ops.sgl_kernel
+    if (
+        view.device == "cpu"
+        and view.attention_backend == CPU_ATTENTION_BACKEND
+        and hasattr(ops, "extend_attention_cpu")
+        and hasattr(ops, "decode_attention_cpu")
+    ):
+        return {}
+    return original(view, *args, **kwargs)
+
+
+def _amx_metadata_chain_topk(original, self, forward_batch, *args, **kwargs):
+    spec_info = forward_batch.spec_info
+    if (
+        forward_batch.forward_mode.is_target_verify()
+        and spec_info is not None
+        and not hasattr(spec_info, "tree_topk")
+    ):
+        spec_info.tree_topk = int(getattr(spec_info, "topk", 1))
+    return original(self, forward_batch, *args, **kwargs)
+
+
+def _amx_forward_extend_verify(original, self, q, k, v, layer, forward_batch, *args, **kwargs):
+    if not forward_batch.forward_mode.is_target_verify() or self.extend_metadata is None:
+        return original(self, q, k, v, layer, forward_batch, *args, **kwargs)
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    import torch
+
+    metadata = self.extend_metadata
+    verify_seq_lens, extend_lens, extend_starts, tree_mask = metadata
+    if layer.attn_type == AttentionType.ENCODER_ONLY:
+        n_mask = int((extend_lens.long() * verify_seq_lens.long()).sum())
+        tree_mask = torch.ones(n_mask, dtype=torch.bool, device=q.device)
+    committed = forward_batch.seq_lens
+    forward_batch.seq_lens = verify_seq_lens
+    self.extend_metadata = (verify_seq_lens, extend_lens, extend_starts, tree_mask)
+    try:
+        return original(self, q, k, v, layer, forward_batch, *args, **kwargs)
+    finally:
+        forward_batch.seq_lens = committed
+        self.extend_metadata = metadata
+
+
+def _make_record_stream_cpu_safe() -> None:
+    import torch
+
+    original = torch.Tensor.record_stream
+    if getattr(original, "_sglang_ddtree_cpu_safe", False):
+        return
+
+    def record_stream(self, stream):
+        if self.device.type == "cpu":
+            return None
+        return original(self, stream)
+
+    record_stream._sglang_ddtree_cpu_safe = True
+    torch.Tensor.record_stream = record_stream
+
+
+def register_cpu_hooks() -> None:
+    """Register the hooks; called from the plugin only when sglang's CPU engine is selected."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    _make_record_stream_cpu_safe()
+
+    HookRegistry.register(_HANDLE_DFLASH, _handle_dflash_on_cpu, HookType.AROUND)
+    HookRegistry.register(
+        _AMX_PLATFORM_FALLBACK, _keep_amx_attention_when_ops_exist, HookType.AROUND
+    )
+    HookRegistry.register(_DRAFT_BACKEND_FALLBACK, _keep_cpu_draft_backend, HookType.AROUND)
+    HookRegistry.register(
+        _AMX_BACKEND + "._build_extend_metadata", _amx_metadata_chain_topk, HookType.AROUND
+    )
+    HookRegistry.register(
+        _AMX_BACKEND + ".forward_extend", _amx_forward_extend_verify, HookType.AROUND
+    )
