@@ -36,6 +36,11 @@ only changes behaviour when ``server_args.device == "cpu"`` (or in the CPU atten
    ``forward_batch.seq_lens`` (prefix only) before calling the kernel, so every TARGET_VERIFY
    forward on CPU attends over the wrong window. Fixed upstream after 0.5.17. The hook hands
    the kernel the lengths the metadata computed, for TARGET_VERIFY only.
+
+8. ``IntelAMXAttnBackend.forward_decode`` has the same overwrite for multi-step EAGLE-style
+   draft decoding: it reads the expanded per-branch lengths from ``draft_decode_metadata``
+   and then passes ``forward_batch.seq_lens`` (one per request, not per branch). The hook
+   hands the kernel the per-branch lengths when draft-decode metadata is set.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def _amx_forward_extend_verify(original, self, q, k, v, layer, forward_batch, *a
     metadata = self.extend_metadata
     verify_seq_lens, extend_lens, extend_starts, tree_mask = metadata
     if layer.attn_type == AttentionType.ENCODER_ONLY:
-        n_mask = int((extend_lens.long() * verify_seq_lens.long()).sum())
+        n_mask = int((extend_lens.long() * extend_lens.long()).sum())  # QLEN_ONLY layout
         tree_mask = torch.ones(n_mask, dtype=torch.bool, device=q.device)
     committed = forward_batch.seq_lens
     forward_batch.seq_lens = verify_seq_lens
@@ -139,6 +144,17 @@ def _make_record_stream_cpu_safe() -> None:
     torch.Tensor.record_stream = record_stream
 
 
+def _amx_forward_decode_draft_lens(original, self, q, k, v, layer, forward_batch, *args, **kwargs):
+    if self.draft_decode_metadata is None:
+        return original(self, q, k, v, layer, forward_batch, *args, **kwargs)
+    committed = forward_batch.seq_lens
+    forward_batch.seq_lens = self.draft_decode_metadata[1]
+    try:
+        return original(self, q, k, v, layer, forward_batch, *args, **kwargs)
+    finally:
+        forward_batch.seq_lens = committed
+
+
 def register_cpu_hooks() -> None:
     """Register the hooks; called from the plugin only when sglang's CPU engine is selected."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -155,4 +171,7 @@ def register_cpu_hooks() -> None:
     )
     HookRegistry.register(
         _AMX_BACKEND + ".forward_extend", _amx_forward_extend_verify, HookType.AROUND
+    )
+    HookRegistry.register(
+        _AMX_BACKEND + ".forward_decode", _amx_forward_decode_draft_lens, HookType.AROUND
     )

@@ -28,6 +28,7 @@ from .speculative import (  # noqa: F401
     assign_req_to_token_pool_cpu,
     build_draft_decode_metadata_cpu,
     build_tree_kernel_efficient,
+    build_tree_kernel_efficient_cpu,
     copy_all_layer_kv_cache_cpu,
     fill_accept_out_cache_loc_cpu,
     fill_bonus_tokens_cpu,

@@ -6,8 +6,11 @@ Semantics follow the call sites in ``sglang/srt/layers/attention/intel_amx_backe
 with total length ``seq_lens[i]`` and ``extend_seq_lens[i]`` new tokens, the first
 ``seq_lens[i] - extend_seq_lens[i]`` cached tokens are the prefix (always visible); the new
 tokens see each other causally, or, when ``tree_mask`` is given, through it. ``tree_mask`` is
-sglang's FULL_MASK layout: per request a row-major ``[extend_len_i, seq_len_i]`` bool block,
-blocks concatenated in batch order.
+either sglang's QLEN_ONLY layout (per request a row-major ``[extend_len_i, extend_len_i]`` bool
+block over the new tokens; what ``default_tree_mask_mode()`` picks on CPU) or its FULL_MASK
+layout (per request ``[extend_len_i, seq_len_i]``, prefix columns included); blocks are
+concatenated in batch order and the layout is told apart by the total size (the two coincide
+only when every prefix is empty, where they mean the same thing).
 
 ``decode_attention_cpu``: one query per request; writes the new token's K/V at ``loc`` first
 (the real kernel does this in-kernel), then attends over ``seq_lens[i]`` cached tokens.
@@ -83,6 +86,17 @@ def extend_attention_cpu(
 ) -> None:
     _check_unsupported(is_cross_attention, sinks)
     mask_off = 0
+    qlen_only = False
+    if tree_mask is not None:
+        ext_all = extend_seq_lens.long()
+        qlen_size = int((ext_all * ext_all).sum())
+        full_size = int((ext_all * seq_lens.long()).sum())
+        if tree_mask.numel() not in (qlen_size, full_size):
+            raise ValueError(
+                f"extend_attention_cpu: tree_mask has {tree_mask.numel()} entries; expected "
+                f"{qlen_size} (QLEN_ONLY) or {full_size} (FULL_MASK)"
+            )
+        qlen_only = tree_mask.numel() == qlen_size
     for i in range(req_pool_indices.numel()):
         total = int(seq_lens[i])
         ext = int(extend_seq_lens[i])
@@ -99,10 +113,11 @@ def extend_attention_cpu(
         q_pos = torch.arange(prefix, total)
         k_pos = torch.arange(total)
         if tree_mask is not None:
-            block = tree_mask[mask_off : mask_off + ext * total].view(ext, total).bool()
-            mask_off += ext * total
-            visible = block.clone()
-            visible[:, :prefix] = True
+            width = ext if qlen_only else total
+            block = tree_mask[mask_off : mask_off + ext * width].view(ext, width).bool()
+            mask_off += ext * width
+            visible = torch.ones(ext, total, dtype=torch.bool)
+            visible[:, total - width :] = block
         else:
             visible = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)
         visible &= _window_mask(q_pos, k_pos, window)
