@@ -1,0 +1,123 @@
+"""Tree-walk acceptance, then stop-token and max-new-tokens truncation.
+
+Walk (per request): start at the root; while the target's token at the current node equals
+the token of one of its children, move to that child. At T = 0 the target's token is the
+argmax of its logits at the node; at T > 0 it is one sample from the target's distribution at
+the node (drawn for every node before the walk), which keeps the output distribution exactly
+the target's. Siblings carry distinct tokens (distinct top-K ids of one depth), so at most one
+child matches and the walk is unique.
+
+Vectorised form: node i >= 1 "matches" if ``token[i] == target[parent[i]]``; it is on the
+accepted path iff it and all its non-root ancestors match. The accepted nodes, sorted by
+depth, are the path; the bonus token is ``target`` at its last node.
+
+Output, fixed shape (``L`` = max depth):
+    accepted ``[bs, L+1]`` verify positions of the path, root first, -1 padded;
+    accept_len ``[bs]`` accepted draft nodes (path length - 1);
+    new_tokens ``[bs, L+1]`` tokens this step commits: path tokens (depth 1..) then the bonus;
+    num_new ``[bs]`` = accept_len + 1 before truncation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class Acceptance:
+    accepted: torch.Tensor
+    accept_len: torch.Tensor
+    new_tokens: torch.Tensor
+    num_new: torch.Tensor
+
+
+def tree_walk(
+    tokens: torch.Tensor,
+    parent: torch.Tensor,
+    depth: torch.Tensor,
+    target: torch.Tensor,
+    max_depth: int,
+) -> Acceptance:
+    """Accept along the tree. All inputs ``[bs, n]``; ``target`` holds the target's argmax
+    (T = 0) or its per-node sample (T > 0) at every verify position. O(L * n) work."""
+    bs, n = tokens.shape
+    dev = tokens.device
+    parent_target = torch.gather(target, 1, parent.clamp(min=0))
+    match = (tokens == parent_target) & (parent >= 0)
+    match[:, 0] = True  # the root is always on the path
+    # On path iff it and its parent's chain match: propagate down one level per step.
+    on_path = match
+    for _ in range(max_depth):
+        on_path = match & torch.gather(on_path, 1, parent.clamp(min=0))
+    # Depth slots 0..L: at most one node per depth is on the path.
+    slot = torch.where(on_path, depth, max_depth + 1)
+    accepted = torch.full((bs, max_depth + 2), -1, dtype=torch.int64, device=dev)
+    idx = torch.arange(n, device=dev).expand(bs, n)
+    accepted.scatter_(1, slot, idx)
+    accepted = accepted[:, : max_depth + 1]
+    accept_len = on_path.sum(-1) - 1
+    last = torch.gather(accepted, 1, accept_len.unsqueeze(1)).squeeze(1)
+    bonus = torch.gather(target, 1, last.unsqueeze(1)).squeeze(1)
+    # New tokens: path tokens at depth 1..a, then the bonus at slot a.
+    path_tokens = torch.gather(tokens, 1, accepted.clamp(min=0))
+    new_tokens = torch.cat([path_tokens[:, 1:], torch.zeros(bs, 1, dtype=tokens.dtype, device=dev)], 1)
+    pos = torch.arange(max_depth + 1, device=dev).expand(bs, -1)
+    new_tokens = torch.where(pos < accept_len.unsqueeze(1), new_tokens, -1)
+    new_tokens.scatter_(1, accept_len.unsqueeze(1), bonus.unsqueeze(1).to(new_tokens.dtype))
+    return Acceptance(accepted=accepted, accept_len=accept_len, new_tokens=new_tokens, num_new=accept_len + 1)
+
+
+def truncate_new_tokens(
+    new_tokens: torch.Tensor,
+    num_new: torch.Tensor,
+    stop_ids: Optional[torch.Tensor],
+    remaining: torch.Tensor,
+):
+    """Cut each request's new tokens at its first stop token (kept) and at its token budget.
+
+    Args:
+        new_tokens: ``[bs, T]`` tokens in commit order, -1 padded.
+        num_new: ``[bs]`` valid tokens per row.
+        stop_ids: ``[bs, S]`` stop token ids per request, -1 padded (or None).
+        remaining: ``[bs]`` tokens the request may still emit (max_new_tokens - emitted).
+    Returns:
+        num_commit ``[bs]`` (>= 0) and finished ``[bs]`` bool (stop token hit or budget used up).
+    """
+    bs, T = new_tokens.shape
+    pos = torch.arange(T, device=new_tokens.device).expand(bs, T)
+    valid = pos < num_new.unsqueeze(1)
+    if stop_ids is not None and stop_ids.numel() > 0:
+        is_stop = (new_tokens.unsqueeze(-1) == stop_ids.unsqueeze(1)) & (stop_ids.unsqueeze(1) >= 0)
+        is_stop = is_stop.any(-1) & valid
+        first_stop = torch.where(is_stop, pos, T).amin(-1)
+        stop_hit = first_stop < T
+        n = torch.where(stop_hit, first_stop + 1, num_new)
+    else:
+        stop_hit = torch.zeros(bs, dtype=torch.bool, device=new_tokens.device)
+        n = num_new
+    budget = remaining.clamp(min=0)
+    out_of_budget = n >= budget
+    num_commit = torch.minimum(n, budget)
+    # A stop token cut off by the budget does not count as a stop.
+    finished = out_of_budget | stop_hit
+    return num_commit, finished
+
+
+def tree_walk_reference(tokens, parent, target):
+    """Per-request loop: follow the child whose token equals the target's token."""
+    bs, n = tokens.shape
+    paths = []
+    for b in range(bs):
+        path = [0]
+        while True:
+            cur = path[-1]
+            kids = [i for i in range(n) if int(parent[b, i]) == cur and int(tokens[b, i]) == int(target[b, cur])]
+            if not kids:
+                break
+            assert len(kids) == 1, "siblings must carry distinct tokens"
+            path.append(kids[0])
+        paths.append(path)
+    return paths
