@@ -1,0 +1,121 @@
+"""Verify layout vs a loop reference; tree walk vs brute force; truncation; commit plans."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from hypothesis import given, settings, strategies as st
+
+from sglang_ddtree.core.accept import tree_walk, tree_walk_reference, truncate_new_tokens
+from sglang_ddtree.core.commit_plan import build_commit_plan, pages_to_free
+from sglang_ddtree.core.tree_builder import build_tree
+from sglang_ddtree.core.verify_layout import build_verify_layout, build_verify_layout_reference
+
+
+def _random_trees(seed, bs, L, K, B):
+    g = torch.Generator().manual_seed(seed)
+    lp = torch.sort(torch.log_softmax(torch.randn(bs, L, 50, generator=g), -1), -1, descending=True).values[..., :K]
+    ids = torch.stack([torch.randperm(50, generator=g)[:K] for _ in range(bs * L)]).view(bs, L, K)
+    return build_tree(lp, ids, B)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), bs=st.integers(1, 3), L=st.integers(1, 6), K=st.integers(1, 4), B=st.integers(1, 40))
+def test_layout_matches_reference(seed, bs, L, K, B):
+    tree = _random_trees(seed, bs, L, K, B)
+    roots = torch.arange(bs) + 7
+    prefix = torch.randint(0, 100, (bs,), generator=torch.Generator().manual_seed(seed))
+    fast = build_verify_layout(tree, roots, prefix, max_depth=L)
+    ref = build_verify_layout_reference(tree, roots, prefix)
+    for f in ("tokens", "depth", "positions", "parent", "ancestor_mask", "first_child", "next_sibling", "retrieve_index"):
+        assert torch.equal(getattr(fast, f), getattr(ref, f)), f
+    n = B + 1
+    # Packed mask decodes to the bool mask.
+    packed = fast.packed_mask().long() & 0xFFFFFFFF
+    bits = (packed.unsqueeze(-1) >> torch.arange(32)) & 1
+    assert torch.equal(bits.reshape(bs, n, -1)[..., :n].bool(), fast.ancestor_mask)
+    # FULL_MASK layout: per request [n, prefix + n] with the prefix visible.
+    full = fast.full_mask(prefix, int(prefix.sum()))
+    off = 0
+    for b in range(bs):
+        w = int(prefix[b]) + n
+        blk = full[off : off + n * w].view(n, w)
+        assert blk[:, : int(prefix[b])].all()
+        assert torch.equal(blk[:, int(prefix[b]) :], fast.ancestor_mask[b])
+        off += n * w
+    assert off == full.numel()
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), bs=st.integers(1, 3), L=st.integers(1, 6), K=st.integers(1, 4), B=st.integers(1, 30))
+def test_walk_matches_brute_force(seed, bs, L, K, B):
+    tree = _random_trees(seed, bs, L, K, B)
+    lay = build_verify_layout(tree, torch.zeros(bs, dtype=torch.long), torch.zeros(bs, dtype=torch.long), L)
+    rng = random.Random(seed)
+    # Targets that follow the tree part of the way (so acceptance really happens), then noise.
+    target = torch.randint(0, 50, lay.tokens.shape, generator=torch.Generator().manual_seed(seed))
+    for b in range(bs):
+        for i in range(lay.tokens.shape[1]):
+            kids = [c for c in range(lay.tokens.shape[1]) if int(lay.parent[b, c]) == i]
+            if kids and rng.random() < 0.7:
+                target[b, i] = lay.tokens[b, rng.choice(kids)]
+    acc = tree_walk(lay.tokens, lay.parent, lay.depth, target, L)
+    paths = tree_walk_reference(lay.tokens, lay.parent, target)
+    for b, path in enumerate(paths):
+        a = len(path) - 1
+        assert int(acc.accept_len[b]) == a
+        assert acc.accepted[b, : a + 1].tolist() == path
+        assert (acc.accepted[b, a + 1 :] == -1).all()
+        want = [int(lay.tokens[b, p]) for p in path[1:]] + [int(target[b, path[-1]])]
+        assert acc.new_tokens[b, : a + 1].tolist() == want
+        assert int(acc.num_new[b]) == a + 1
+
+
+def test_walk_accepts_non_first_sibling_and_full_depth():
+    # root -> {1: tok 5, 2: tok 6}; 2 -> {3: tok 7}; 3 -> {4: tok 8}
+    tokens = torch.tensor([[9, 5, 6, 7, 8]])
+    parent = torch.tensor([[-1, 0, 0, 2, 3]])
+    depth = torch.tensor([[0, 1, 1, 2, 3]])
+    target = torch.tensor([[6, 0, 7, 8, 42]])
+    acc = tree_walk(tokens, parent, depth, target, 3)
+    assert acc.accepted.tolist() == [[0, 2, 3, 4]]
+    assert acc.accept_len.tolist() == [3]
+    assert acc.new_tokens.tolist() == [[6, 7, 8, 42]]
+
+
+def test_truncation_stop_token_inside_path_and_budget():
+    new = torch.tensor([[4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7], [1, -1, -1, -1]])
+    num = torch.tensor([4, 4, 4, 1])
+    stops = torch.tensor([[6, -1], [-1, -1], [7, -1], [-1, -1]])
+    remaining = torch.tensor([10, 2, 2, 5])
+    n, fin = truncate_new_tokens(new, num, stops, remaining)
+    assert n.tolist() == [3, 2, 2, 1]  # stop kept; budget; budget cuts before the stop; normal
+    assert fin.tolist() == [True, True, True, False]
+
+
+def test_commit_plan_remap_move_and_hidden_gather():
+    accepted = torch.tensor([[0, 2, 3, -1], [0, -1, -1, -1]])
+    num_commit = torch.tensor([3, 1])
+    slots = torch.tensor([[100, 101, 102, 103, 104], [200, 201, 202, 203, 204]])
+    plan = build_commit_plan(accepted, num_commit, slots)
+    assert plan.path_slots.tolist() == [[100, 102, 103, -1], [200, -1, -1, -1]]
+    assert plan.move_src.tolist() == [[-1, 102, 103, -1], [-1, -1, -1, -1]]
+    assert plan.move_dst.tolist() == [[-1, 101, 102, -1], [-1, -1, -1, -1]]
+    assert plan.free_after_remap.tolist() == [[False, True, False, False, True], [False, True, True, True, True]]
+    assert plan.free_after_move.tolist() == [[False, False, False, True, True], [False, True, True, True, True]]
+    assert plan.hidden_gather.tolist() == [[0, 2, 3, -1], [5, -1, -1, -1]]
+    # Moving in order never reads a slot it already overwrote.
+    kv = {s: s for s in range(100, 105)}
+    for src, dst in zip(plan.move_src[0].tolist(), plan.move_dst[0].tolist()):
+        if src >= 0:
+            kv[dst] = kv[src]
+    assert [kv[s] for s in (100, 101, 102)] == [100, 102, 103]
+    # Truncated commit (stop token at the first path node) keeps fewer.
+    short = build_commit_plan(accepted, torch.tensor([2, 1]), slots)
+    assert short.path_slots[0].tolist() == [100, 102, -1, -1]
+
+
+def test_pages_to_free():
+    first, end = pages_to_free(torch.tensor([10, 16]), torch.tensor([3, 1]), 9, 4)
+    assert first.tolist() == [16, 20] and end.tolist() == [19, 25]
