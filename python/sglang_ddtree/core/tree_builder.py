@@ -127,7 +127,6 @@ def build_tree(
     lp = lp.float()[:, :l_eff, :k_eff]
     ids = ids[:, :l_eff, :k_eff]
     width = min(B, k_eff)
-    neg_inf = torch.tensor(float("-inf"), device=dev)
 
     pair_bits = bits_for(B) + bits_for(k_eff)
     # Depth 1: children of the root, in rank order.
@@ -142,14 +141,14 @@ def build_tree(
     tie = (j_idx * (1 << bits_for(k_eff)) + r_idx).expand(bs, B, k_eff).reshape(bs, B * k_eff)
     for d in range(1, l_eff):
         cand = beam_score.unsqueeze(-1) + lp[:, d].unsqueeze(1)  # [bs, B, K]
-        cand = torch.where(beam_score.unsqueeze(-1) == neg_inf, neg_inf, cand)
+        cand = cand.masked_fill(torch.isneginf(beam_score).unsqueeze(-1), float("-inf"))
         cand = cand.reshape(bs, B * k_eff)
         keys = desc_value_asc_tiebreak(cand, tie, pair_bits)
         top = torch.topk(keys, B, dim=-1, largest=True, sorted=True).indices  # [bs, B]
         beam_score = torch.gather(cand, 1, top)
         beam_parent = torch.div(top, k_eff, rounding_mode="floor")
         beam_rank = torch.remainder(top, k_eff)
-        valid = beam_score != neg_inf
+        valid = ~torch.isneginf(beam_score)
         beam_parent = torch.where(valid, beam_parent, -1)
         beam_rank = torch.where(valid, beam_rank, -1)
         scores.append(beam_score)
@@ -167,7 +166,7 @@ def build_tree(
     keys = desc_value_asc_tiebreak(flat_score, tie2, depth_bits + pos_bits)
     sel = torch.topk(keys, B, dim=-1, largest=True, sorted=True).indices  # [bs, B]
     score = torch.gather(flat_score, 1, sel)
-    valid = score != neg_inf
+    valid = ~torch.isneginf(score)
     depth0 = torch.div(sel, B, rounding_mode="floor")  # 0-based depth
     pos = torch.remainder(sel, B)
     rank = torch.gather(all_rank.reshape(bs, -1), 1, sel)

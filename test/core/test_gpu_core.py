@@ -1,0 +1,72 @@
+"""GPU checks of the core: same trees as the CPU reference, no host sync, graph-capturable."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sglang_ddtree.core.step import draft_to_verify, verify_to_commit
+from sglang_ddtree.core.tree_builder import build_tree, build_tree_reference
+
+pytestmark = pytest.mark.gpu
+
+
+def _inputs(bs, L, V, seed, dev="cuda"):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    # Quantised logits: many exact ties, on device.
+    logits = (torch.randn(bs, L, V, generator=g) * 4).round() / 4
+    return logits.to(dev)
+
+
+@pytest.mark.parametrize("bs,L,K,B", [(1, 15, 8, 64), (8, 15, 4, 256), (3, 31, 16, 1024), (256, 7, 4, 32)])
+def test_gpu_builder_equals_cpu_reference(bs, L, K, B):
+    from sglang_ddtree.core.topk import depth_topk
+
+    for seed in range(2):
+        logits = _inputs(bs, L, 512, seed)
+        lp, ids = depth_topk(logits, K)
+        lp_cpu, ids_cpu = depth_topk(logits.cpu(), K)
+        assert torch.equal(ids.cpu(), ids_cpu)
+        fast = build_tree(lp, ids, B)
+        ref = build_tree_reference(lp_cpu, ids_cpu, B)
+        for f in ("depth", "parent", "rank", "token"):
+            assert torch.equal(getattr(fast, f).cpu(), getattr(ref, f)), f
+        # lp may differ in the last ulp between CPU and GPU logsumexp; scores are sums of lp.
+        torch.testing.assert_close(fast.score.cpu(), ref.score, rtol=0, atol=1e-4)
+
+
+def test_step_has_no_host_sync_and_replays_in_a_cuda_graph():
+    bs, L, V, B, K = 4, 15, 4096, 64, 8
+    logits = _inputs(bs, L, V, 0)
+    roots = torch.randint(0, V, (bs,), device="cuda")
+    prefix = torch.randint(10, 100, (bs,), device="cuda")
+    slots = torch.arange(bs * (B + 1), device="cuda").view(bs, B + 1)
+    stop = torch.full((bs, 2), -1, device="cuda", dtype=torch.long)
+    remaining = torch.full((bs,), 1000, device="cuda")
+
+    def step():
+        tree, lay = draft_to_verify(logits, roots, prefix, B, K)
+        # Target agrees with the first child everywhere: acceptance walks the greedy chain.
+        target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
+        return verify_to_commit(lay, target, L, stop, remaining, slots)
+
+    eager = step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()  # raises on any synchronising call
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = step()
+        g.replay()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert torch.equal(out[0].accepted, eager[0].accepted)
+    assert (eager[0].accept_len > 0).all()
+    assert torch.equal(out[3].hidden_gather, eager[3].hidden_gather)
