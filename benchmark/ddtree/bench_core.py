@@ -38,7 +38,7 @@ def _median_ms(fn, iters: int) -> float:
     return times[len(times) // 2]
 
 
-def bench_step(bs: int, B: int, L: int, K: int, iters: int) -> dict:
+def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = False) -> dict:
     g = torch.Generator(device="cuda").manual_seed(bs * 1000 + B)
     logits = torch.randn(bs, L, 4096, device="cuda", generator=g)
     lp, ids = depth_topk(logits, K)
@@ -48,10 +48,13 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int) -> dict:
     stop = torch.full((bs, 2), -1, device="cuda", dtype=torch.long)
     remaining = torch.full((bs,), 10_000, device="cuda")
 
-    def step():
+    def step_eager():
         tree, lay = draft_tree_to_verify(lp, ids, roots, prefix, B)
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
         return verify_to_commit(lay, target, L, stop, remaining, slots)
+
+    # torch.compile (inductor) fuses the elementwise chains between the topk/scatter kernels.
+    step = torch.compile(step_eager, fullgraph=False, dynamic=False) if compiled else step_eager
 
     for _ in range(3):
         step()
@@ -68,7 +71,7 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int) -> dict:
     for _ in range(3):
         graph.replay()
     replay = _median_ms(graph.replay, iters)
-    return {"bs": bs, "B": B, "L": L, "K": K, "eager_ms": eager, "graph_ms": replay}
+    return {"bs": bs, "B": B, "L": L, "K": K, "compiled": compiled, "eager_ms": eager, "graph_ms": replay}
 
 
 def bench_topk(bs: int, L: int, V: int, K: int, iters: int) -> dict:
@@ -91,15 +94,17 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=248320)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--out", type=str, default=None)
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile'd step")
     args = ap.parse_args()
 
     rows = []
-    print(f"{'bs':>4} {'B':>5} {'eager ms':>9} {'graph ms':>9}", flush=True)
-    for bs in args.bs:
-        for B in args.budgets:
-            r = bench_step(bs, B, args.depth, args.topk, args.iters)
-            rows.append(r)
-            print(f"{bs:>4} {B:>5} {r['eager_ms']:>9.3f} {r['graph_ms']:>9.3f}", flush=True)
+    print(f"{'bs':>4} {'B':>5} {'compiled':>8} {'eager ms':>9} {'graph ms':>9}", flush=True)
+    for compiled in ([False, True] if args.compile else [False]):
+        for bs in args.bs:
+            for B in args.budgets:
+                r = bench_step(bs, B, args.depth, args.topk, args.iters, compiled)
+                rows.append(r)
+                print(f"{bs:>4} {B:>5} {str(compiled):>8} {r['eager_ms']:>9.3f} {r['graph_ms']:>9.3f}", flush=True)
     topk_rows = []
     print(f"\n{'bs':>4} {'V':>7} {'topk ms':>8} {'GB/s':>7}")
     for bs in args.bs:
