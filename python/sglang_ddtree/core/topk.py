@@ -33,13 +33,34 @@ def local_topk(
         vocab_start: global id of the shard's first column.
     Returns:
         keys ``[..., k]`` int64 sorted best first; lse ``[...]`` fp32 logsumexp of the shard.
+
+    Exact without building int64 keys over the whole vocabulary (that costs ~10x a plain
+    top-k): a value top-k fixes the k-th largest value ``t``; every id above ``t`` is in the
+    answer, and the remaining places go to the lowest ids equal to ``t``, found by a second
+    top-k on ``-id`` over the entries equal to ``t``. Exact int64 keys are then built on the
+    2k candidates only.
     """
     x = logits.float()
     v = x.shape[-1]
-    ids = torch.arange(vocab_start, vocab_start + v, device=x.device).expand_as(x)
-    keys = desc_value_asc_tiebreak(x, ids, ID_BITS)
-    top = torch.topk(keys, min(k, v), dim=-1, largest=True, sorted=True).values
-    return top, torch.logsumexp(x, dim=-1)
+    k = min(k, v)
+    if vocab_start + v >= (1 << 24):  # -id must be exact in fp32
+        raise ValueError("local_topk: vocabulary ids must be < 2**24")
+    lse = torch.logsumexp(x, dim=-1)
+    top = torch.topk(x, k, dim=-1, largest=True, sorted=True)
+    kth = top.values[..., -1:]
+    above = top.values > kth  # these ids are in every valid top-k
+    ids = torch.arange(vocab_start, vocab_start + v, device=x.device, dtype=torch.float32)
+    tie_key = torch.where(x == kth, -ids, float("-inf"))
+    lowest_tied = torch.topk(tie_key, k, dim=-1, largest=True, sorted=True)
+    n_tied_needed = k - above.sum(-1, keepdim=True)
+    slot = torch.arange(k, device=x.device)
+    take_tied = (slot < n_tied_needed) & torch.isfinite(lowest_tied.values)
+    cand_id = torch.cat([top.indices + vocab_start, (-lowest_tied.values).clamp(min=0).long()], -1)
+    cand_val = torch.cat([top.values, kth.expand_as(top.values)], -1)
+    cand_ok = torch.cat([above, take_tied], -1)
+    keys = desc_value_asc_tiebreak(cand_val, cand_id, ID_BITS)
+    keys = torch.where(cand_ok, keys, torch.iinfo(torch.int64).min)
+    return torch.topk(keys, k, dim=-1, largest=True, sorted=True).values, lse
 
 
 def merge_rank_topk(
