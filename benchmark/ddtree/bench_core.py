@@ -38,7 +38,7 @@ def _median_ms(fn, iters: int) -> float:
     return times[len(times) // 2]
 
 
-def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = False) -> dict:
+def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = False, cuda_kernels: bool = False) -> dict:
     g = torch.Generator(device="cuda").manual_seed(bs * 1000 + B)
     logits = torch.randn(bs, L, 4096, device="cuda", generator=g)
     lp, ids = depth_topk(logits, K)
@@ -53,8 +53,23 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
         return verify_to_commit(lay, target, L, stop, remaining, slots)
 
+    def step_cuda():
+        from sglang_ddtree.core.accept import truncate_new_tokens
+        from sglang_ddtree.core.commit_plan import build_commit_plan
+        from sglang_ddtree.kernels import tree_cuda
+
+        tree, lay = tree_cuda.build_tree_and_layout(lp, ids, roots, prefix, B)
+        target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
+        acc = tree_cuda.tree_walk(lay, target, L)
+        num_commit, finished = truncate_new_tokens(acc.new_tokens, acc.num_new, stop, remaining)
+        plan = build_commit_plan(acc.accepted, torch.minimum(num_commit, acc.accept_len) + 1, slots)
+        return acc, num_commit, finished, plan
+
     # torch.compile (inductor) fuses the elementwise chains between the topk/scatter kernels.
-    step = torch.compile(step_eager, fullgraph=False, dynamic=False) if compiled else step_eager
+    if cuda_kernels:
+        step = step_cuda
+    else:
+        step = torch.compile(step_eager, fullgraph=False, dynamic=False) if compiled else step_eager
 
     for _ in range(3):
         step()
@@ -71,7 +86,8 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
     for _ in range(3):
         graph.replay()
     replay = _median_ms(graph.replay, iters)
-    return {"bs": bs, "B": B, "L": L, "K": K, "compiled": compiled, "eager_ms": eager, "graph_ms": replay}
+    variant = "cuda" if cuda_kernels else ("compiled" if compiled else "torch")
+    return {"bs": bs, "B": B, "L": L, "K": K, "variant": variant, "eager_ms": eager, "graph_ms": replay}
 
 
 def bench_topk(bs: int, L: int, V: int, K: int, iters: int) -> dict:
@@ -95,16 +111,18 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--out", type=str, default=None)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd step")
+    ap.add_argument("--cuda", action="store_true", help="also time the CUDA tree kernels")
     args = ap.parse_args()
 
     rows = []
-    print(f"{'bs':>4} {'B':>5} {'compiled':>8} {'eager ms':>9} {'graph ms':>9}", flush=True)
-    for compiled in ([False, True] if args.compile else [False]):
+    print(f"{'bs':>4} {'B':>5} {'variant':>8} {'eager ms':>9} {'graph ms':>9}", flush=True)
+    variants = [(False, False)] + ([(True, False)] if args.compile else []) + ([(False, True)] if args.cuda else [])
+    for compiled, cuda_k in variants:
         for bs in args.bs:
             for B in args.budgets:
-                r = bench_step(bs, B, args.depth, args.topk, args.iters, compiled)
+                r = bench_step(bs, B, args.depth, args.topk, args.iters, compiled, cuda_k)
                 rows.append(r)
-                print(f"{bs:>4} {B:>5} {str(compiled):>8} {r['eager_ms']:>9.3f} {r['graph_ms']:>9.3f}", flush=True)
+                print(f"{bs:>4} {B:>5} {r['variant']:>8} {r['eager_ms']:>9.3f} {r['graph_ms']:>9.3f}", flush=True)
     topk_rows = []
     print(f"\n{'bs':>4} {'V':>7} {'topk ms':>8} {'GB/s':>7}")
     for bs in args.bs:

@@ -1,0 +1,78 @@
+// Torch bindings for the DDTree tree kernels (ddtree_tree.cu). Shapes/dtypes are checked here
+// so a wrong call fails with a message instead of reading out of bounds.
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+cudaError_t ddtree_build_tree_layout(
+    const float*, const int64_t*, const int64_t*, const int64_t*, int, int, int, int, int, int,
+    int64_t*, int64_t*, int64_t*, int64_t*, float*, int64_t*, int64_t*, int64_t*, int64_t*,
+    int64_t*, int64_t*, uint8_t*, cudaStream_t);
+cudaError_t ddtree_tree_walk(const int64_t*, const int64_t*, const int64_t*, const int64_t*, int,
+                             int, int, int64_t*, int64_t*, int64_t*, cudaStream_t);
+}
+
+static void check(const torch::Tensor& t, torch::ScalarType dt, int dim, const char* name) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == dt, name, " has the wrong dtype");
+  TORCH_CHECK(t.dim() == dim, name, " must have ", dim, " dims");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+std::vector<torch::Tensor> build_tree_layout(torch::Tensor lp, torch::Tensor ids, torch::Tensor root,
+                                             torch::Tensor prefix, int64_t B, int64_t l_eff,
+                                             int64_t k_eff) {
+  check(lp, torch::kFloat32, 3, "lp");
+  check(ids, torch::kInt64, 3, "ids");
+  check(root, torch::kInt64, 1, "root");
+  check(prefix, torch::kInt64, 1, "prefix");
+  const int64_t bs = lp.size(0), L = lp.size(1), K = lp.size(2), n = B + 1;
+  TORCH_CHECK(ids.sizes() == lp.sizes(), "ids must match lp");
+  TORCH_CHECK(root.size(0) == bs && prefix.size(0) == bs, "root/prefix must be [bs]");
+  TORCH_CHECK(B >= 0 && B <= 4096, "budget must be in 0..4096");
+  TORCH_CHECK(l_eff >= 0 && l_eff <= L && k_eff >= 0 && k_eff <= K, "caps out of range");
+  auto o64 = lp.options().dtype(torch::kInt64);
+  auto t_depth = torch::empty({bs, B}, o64), t_parent = torch::empty({bs, B}, o64);
+  auto t_rank = torch::empty({bs, B}, o64), t_token = torch::empty({bs, B}, o64);
+  auto t_score = torch::empty({bs, B}, lp.options());
+  auto y_tokens = torch::empty({bs, n}, o64), y_depth = torch::empty({bs, n}, o64);
+  auto y_pos = torch::empty({bs, n}, o64), y_parent = torch::empty({bs, n}, o64);
+  auto y_first = torch::empty({bs, n}, o64), y_next = torch::empty({bs, n}, o64);
+  auto y_mask = torch::empty({bs, n, n}, lp.options().dtype(torch::kBool));
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  cudaError_t err = ddtree_build_tree_layout(
+      lp.data_ptr<float>(), ids.data_ptr<int64_t>(), root.data_ptr<int64_t>(),
+      prefix.data_ptr<int64_t>(), (int)bs, (int)L, (int)K, (int)B, (int)l_eff, (int)k_eff,
+      t_depth.data_ptr<int64_t>(), t_parent.data_ptr<int64_t>(), t_rank.data_ptr<int64_t>(),
+      t_token.data_ptr<int64_t>(), t_score.data_ptr<float>(), y_tokens.data_ptr<int64_t>(),
+      y_depth.data_ptr<int64_t>(), y_pos.data_ptr<int64_t>(), y_parent.data_ptr<int64_t>(),
+      y_first.data_ptr<int64_t>(), y_next.data_ptr<int64_t>(),
+      reinterpret_cast<uint8_t*>(y_mask.data_ptr<bool>()), stream);
+  TORCH_CHECK(err == cudaSuccess, "ddtree_build_tree_layout: ", cudaGetErrorString(err));
+  return {t_depth, t_parent, t_rank, t_token, t_score, y_tokens, y_depth, y_pos,
+          y_parent, y_first, y_next, y_mask};
+}
+
+std::vector<torch::Tensor> tree_walk(torch::Tensor tokens, torch::Tensor first, torch::Tensor next,
+                                     torch::Tensor target, int64_t L) {
+  for (auto* p : {&tokens, &first, &next, &target}) check(*p, torch::kInt64, 2, "walk input");
+  const int64_t bs = tokens.size(0), n = tokens.size(1);
+  TORCH_CHECK(first.sizes() == tokens.sizes() && next.sizes() == tokens.sizes() &&
+                  target.sizes() == tokens.sizes(), "walk inputs must all be [bs, n]");
+  auto o64 = tokens.options();
+  auto accepted = torch::empty({bs, L + 1}, o64), accept_len = torch::empty({bs}, o64);
+  auto new_tokens = torch::empty({bs, L + 1}, o64);
+  cudaError_t err = ddtree_tree_walk(
+      tokens.data_ptr<int64_t>(), first.data_ptr<int64_t>(), next.data_ptr<int64_t>(),
+      target.data_ptr<int64_t>(), (int)bs, (int)n, (int)L, accepted.data_ptr<int64_t>(),
+      accept_len.data_ptr<int64_t>(), new_tokens.data_ptr<int64_t>(),
+      c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "ddtree_tree_walk: ", cudaGetErrorString(err));
+  return {accepted, accept_len, new_tokens};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("build_tree_layout", &build_tree_layout, "DDTree best-first tree + verify layout");
+  m.def("tree_walk", &tree_walk, "DDTree tree walk");
+}
