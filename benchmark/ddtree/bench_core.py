@@ -38,7 +38,8 @@ def _median_ms(fn, iters: int) -> float:
     return times[len(times) // 2]
 
 
-def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = False, cuda_kernels: bool = False) -> dict:
+def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = False,
+               cuda_kernels: bool = False, core_only: bool = False) -> dict:
     g = torch.Generator(device="cuda").manual_seed(bs * 1000 + B)
     logits = torch.randn(bs, L, 4096, device="cuda", generator=g)
     lp, ids = depth_topk(logits, K)
@@ -61,6 +62,8 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
         tree, lay = tree_cuda.build_tree_and_layout(lp, ids, roots, prefix, B)
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
         acc = tree_cuda.tree_walk(lay, target, L)
+        if core_only:  # the target: builder + layout + walk
+            return acc
         num_commit, finished = truncate_new_tokens(acc.new_tokens, acc.num_new, stop, remaining)
         plan = build_commit_plan(acc.accepted, torch.minimum(num_commit, acc.accept_len) + 1, slots)
         return acc, num_commit, finished, plan
@@ -86,7 +89,7 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
     for _ in range(3):
         graph.replay()
     replay = _median_ms(graph.replay, iters)
-    variant = "cuda" if cuda_kernels else ("compiled" if compiled else "torch")
+    variant = ("cuda-core" if core_only else "cuda") if cuda_kernels else ("compiled" if compiled else "torch")
     return {"bs": bs, "B": B, "L": L, "K": K, "variant": variant, "eager_ms": eager, "graph_ms": replay}
 
 
@@ -112,20 +115,24 @@ def main() -> None:
     ap.add_argument("--out", type=str, default=None)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd step")
     ap.add_argument("--cuda", action="store_true", help="also time the CUDA tree kernels")
+    ap.add_argument("--skip-torch", action="store_true", help="do not time the torch step")
+    ap.add_argument("--skip-topk", action="store_true", help="do not time the per-depth top-K")
     args = ap.parse_args()
 
     rows = []
     print(f"{'bs':>4} {'B':>5} {'variant':>8} {'eager ms':>9} {'graph ms':>9}", flush=True)
-    variants = [(False, False)] + ([(True, False)] if args.compile else []) + ([(False, True)] if args.cuda else [])
-    for compiled, cuda_k in variants:
+    variants = [] if args.skip_torch else [(False, False, False)]
+    variants += ([(True, False, False)] if args.compile else [])
+    variants += ([(False, True, False), (False, True, True)] if args.cuda else [])
+    for compiled, cuda_k, core in variants:
         for bs in args.bs:
             for B in args.budgets:
-                r = bench_step(bs, B, args.depth, args.topk, args.iters, compiled, cuda_k)
+                r = bench_step(bs, B, args.depth, args.topk, args.iters, compiled, cuda_k, core)
                 rows.append(r)
                 print(f"{bs:>4} {B:>5} {r['variant']:>8} {r['eager_ms']:>9.3f} {r['graph_ms']:>9.3f}", flush=True)
     topk_rows = []
     print(f"\n{'bs':>4} {'V':>7} {'topk ms':>8} {'GB/s':>7}")
-    for bs in args.bs:
+    for bs in ([] if args.skip_topk else args.bs):
         r = bench_topk(bs, args.depth, args.vocab, args.topk, args.iters)
         topk_rows.append(r)
         print(f"{bs:>4} {args.vocab:>7} {r['ms']:>8.3f} {r['GBps_logits_read']:>7.0f}", flush=True)
