@@ -119,3 +119,29 @@ def test_commit_plan_remap_move_and_hidden_gather():
 def test_pages_to_free():
     first, end = pages_to_free(torch.tensor([10, 16]), torch.tensor([3, 1]), 9, 4)
     assert first.tolist() == [16, 20] and end.tolist() == [19, 25]
+
+
+def test_sampled_walk_emits_target_distribution():
+    """Lossless at T > 0: the first emitted token is distributed as the target at the root,
+    whatever the draft proposes (here the draft's only child is the target's likeliest token)."""
+    from sglang_ddtree.core.accept import target_tokens
+
+    tokens = torch.tensor([[0, 2]])  # root, one child proposing token 2
+    parent = torch.tensor([[-1, 0]])
+    depth = torch.tensor([[0, 1]])
+    root_logits = torch.log(torch.tensor([0.1, 0.2, 0.7]))
+    child_logits = torch.log(torch.tensor([0.5, 0.25, 0.25]))
+    n = 20000
+    logits = torch.stack([root_logits, child_logits]).expand(n, 2, 3)
+    g = torch.Generator().manual_seed(1234)
+    tgt = target_tokens(logits, torch.ones(n), generator=g)
+    acc = tree_walk(tokens.expand(n, 2), parent.expand(n, 2), depth.expand(n, 2), tgt, 1)
+    first = acc.new_tokens[:, 0]
+    freq = torch.bincount(first, minlength=3).float() / n
+    assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.015)
+    # Second token exists only after accepting the child; then it follows the child's dist.
+    second = acc.new_tokens[acc.accept_len == 1, 1]
+    f2 = torch.bincount(second, minlength=3).float() / second.numel()
+    assert torch.allclose(f2, torch.tensor([0.5, 0.25, 0.25]), atol=0.02)
+    # Greedy rows take the argmax.
+    assert target_tokens(logits[:2], torch.zeros(2)).tolist() == [[2, 0], [2, 0]]

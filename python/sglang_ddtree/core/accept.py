@@ -34,6 +34,24 @@ class Acceptance:
     num_new: torch.Tensor
 
 
+def target_tokens(logits: torch.Tensor, temperature: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """The target's token at every verify position: ``logits [bs, n, V]`` -> ``[bs, n]``.
+
+    Rows with ``temperature[b] == 0`` take the argmax; others draw one independent sample per
+    node from ``softmax(logits / T)``, which is what makes the sampled walk lossless: the token
+    emitted after any accepted prefix is a draw from the target's distribution there.
+    """
+    bs, n, v = logits.shape
+    t = temperature.view(bs, 1, 1).float()
+    greedy = logits.argmax(-1)
+    probs = torch.softmax(logits.float() / t.clamp(min=1e-6), dim=-1)
+    # Exponential-race sampling: argmax(p / E) with E ~ Exp(1) is a draw from p; it needs no
+    # host sync (torch.multinomial does), so it can sit in a CUDA graph.
+    e = torch.empty_like(probs).exponential_(1.0, generator=generator)
+    sampled = (probs / e).argmax(-1)
+    return torch.where(temperature.view(bs, 1) > 0, sampled, greedy)
+
+
 def tree_walk(
     tokens: torch.Tensor,
     parent: torch.Tensor,
