@@ -37,7 +37,10 @@ def register() -> None:
     _write_marker()
 
     from sglang_ddtree.compat.dflash import register_dflash_hooks
+    from sglang_ddtree.registration import register_ddtree, register_server_args
 
+    register_server_args()
+    register_ddtree()
     register_dflash_hooks()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":
         from sglang_ddtree.compat.cpu import register_cpu_hooks

@@ -1,0 +1,119 @@
+"""``--speculative-algorithm DDTREE``: registration with sglang through the plugin.
+
+DDTREE is a DFlash-family algorithm (same drafter, target hidden-state capture, draft KV pool),
+so its spec class answers the DFlash predicates; sglang then sets everything up as for
+DFLASH and instantiates :class:`~sglang_ddtree.worker.DDTreeWorker`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sglang.srt.speculative.spec_registry import CustomSpecAlgo
+
+from .server_args import ddtree_flags_set, validate_ddtree_args
+
+logger = logging.getLogger(__name__)
+
+ALGORITHM = "DDTREE"
+
+
+class DDTreeSpecAlgo(CustomSpecAlgo):
+    def is_dflash(self) -> bool:
+        return True
+
+    def is_dflash_family(self) -> bool:
+        return True
+
+    def supports_target_verify_for_draft(self) -> bool:
+        return True
+
+    def has_draft_kv(self) -> bool:
+        return True
+
+    # Called by the scheduler but missing on CustomSpecAlgo in sglang 0.5.17.
+    def need_topk(self) -> bool:
+        return False
+
+    def carries_draft_hidden_states(self) -> bool:
+        return False
+
+    def create_future_map(self, device, req_to_token_pool, needs_cpu_seq_lens=True, needs_confidence_relay=False):
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+    def handle_server_args(self, server_args) -> None:
+        # Everything DFLASH needs (device, draft path, block size, draft attention backend),
+        # through the module attribute so plugin hooks on it apply.
+        from sglang.srt.arg_groups import speculative_hook
+
+        from .worker import verify_width
+
+        if server_args.speculative_draft_window_size is not None:
+            raise ValueError(
+                "--speculative-draft-window-size is not supported with --speculative-algorithm "
+                "DDTREE yet; remove it."
+            )
+        speculative_hook._handle_dflash(server_args)
+        block_size = int(server_args.speculative_num_draft_tokens)
+        _reject_hybrid_target(server_args)
+        validate_ddtree_args(server_args, block_size)
+        # The verify width is what the scheduler reserves KV for each step.
+        server_args.speculative_num_draft_tokens = verify_width(
+            server_args.speculative_ddtree_budget, block_size
+        )
+
+
+def _reject_hybrid_target(server_args) -> None:
+    cfg = server_args.get_model_config().hf_config
+    text = getattr(cfg, "text_config", None) or cfg
+    layer_types = getattr(text, "layer_types", None) or []
+    if "linear_attention" in layer_types:
+        raise NotImplementedError(
+            "--speculative-algorithm DDTREE on hybrid (GatedDeltaNet) targets is not implemented "
+            "yet in this sglang-ddtree version; use --speculative-algorithm DFLASH for this model."
+        )
+
+
+def register_ddtree() -> None:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_registry import get_spec
+
+    if get_spec(ALGORITHM) is not None:
+        return
+
+    @SpeculativeAlgorithm.register(ALGORITHM, supports_overlap=True, spec_class=DDTreeSpecAlgo)
+    def _factory(server_args):
+        from .worker import DDTreeWorker
+
+        return DDTreeWorker
+
+
+def register_server_args() -> None:
+    """Swap in DDTreeServerArgs (see ``sglang_ddtree.server_args`` for why this needs hooks)."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    from .server_args import DDTreeServerArgs
+
+    HookRegistry.register("sglang.srt.server_args.ServerArgs", DDTreeServerArgs, HookType.REPLACE)
+    HookRegistry.register(
+        "sglang.srt.entrypoints.engine.Engine.server_args_class", DDTreeServerArgs, HookType.REPLACE
+    )
+    HookRegistry.register(
+        "sglang.srt.server_args.ServerArgs.__post_init__", reject_ddtree_flags_without_ddtree, HookType.AROUND
+    )
+
+
+def reject_ddtree_flags_without_ddtree(original, self, *args, **kwargs):
+    """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm."""
+    result = original(self, *args, **kwargs)
+    algo = (self.speculative_algorithm or "").upper()
+    if algo != ALGORITHM:
+        flags = ddtree_flags_set(self)
+        if flags:
+            raise ValueError(
+                f"{', '.join(flags)} require(s) --speculative-algorithm DDTREE "
+                f"(got --speculative-algorithm {self.speculative_algorithm})."
+            )
+    return result

@@ -1,0 +1,128 @@
+"""``--speculative-ddtree-*`` flags, in sglang's own ServerArgs style.
+
+sglang 0.5.17 has no seam for plugin flags: ``ServerArgs`` is a dataclass whose fields drive
+both the CLI (``add_cli_args_from_dataclass``) and ``sglang.Engine(**kwargs)``. The plugin
+therefore swaps in :class:`DDTreeServerArgs`, a subclass with our fields, through a
+``HookRegistry`` class REPLACE on ``sglang.srt.server_args.ServerArgs`` (which also rebinds
+every module that imported the name) plus ``Engine.server_args_class`` (a class attribute
+the propagation cannot reach). Values are validated when ``--speculative-algorithm DDTREE``
+is resolved (:func:`validate_ddtree_args`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated as A
+from typing import Optional
+
+from sglang.srt.arg_groups.arg_utils import NS
+from sglang.srt.server_args import ServerArgs
+
+DEFAULT_BUDGET = 32
+DEFAULT_TOPK = 8
+MAX_BUDGET = 1024
+
+
+@dataclasses.dataclass
+class DDTreeServerArgs(ServerArgs):
+    speculative_ddtree_budget: A[
+        Optional[int],
+        f"DDTREE: draft-tree node budget per request per step (root not counted). Default {DEFAULT_BUDGET}; 1..{MAX_BUDGET}.",
+        NS("spec"),
+    ] = None
+    speculative_ddtree_topk: A[
+        Optional[int],
+        f"DDTREE: candidates per draft depth (caps siblings per node). Default {DEFAULT_TOPK}.",
+        NS("spec"),
+    ] = None
+    speculative_ddtree_max_depth: A[
+        Optional[int],
+        "DDTREE: deepest tree level (default: the drafter's block size - 1).",
+        NS("spec"),
+    ] = None
+    speculative_ddtree_debug_jsonl: A[
+        Optional[str],
+        "DDTREE: write one JSON line per step per request (tree, accepted path, timings) to this path.",
+        NS("spec"),
+    ] = None
+    speculative_ddtree_shadow_linear: A[
+        bool,
+        "DDTREE: also compute what the DFLASH chain would have accepted and report both.",
+        NS("spec"),
+    ] = False
+    speculative_ddtree_oracle_rate: A[
+        float,
+        "DDTREE: fraction of steps re-checked by a sequential target replay of the accepted path (0 in production).",
+        NS("spec"),
+    ] = 0.0
+
+
+DDTREE_FLAGS = (
+    "speculative_ddtree_budget",
+    "speculative_ddtree_topk",
+    "speculative_ddtree_max_depth",
+    "speculative_ddtree_debug_jsonl",
+    "speculative_ddtree_shadow_linear",
+    "speculative_ddtree_oracle_rate",
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def ddtree_flags_set(server_args) -> list:
+    """Flags given a non-default value (to reject them without --speculative-algorithm DDTREE)."""
+    out = []
+    for f in dataclasses.fields(DDTreeServerArgs):
+        if f.name in DDTREE_FLAGS and getattr(server_args, f.name, f.default) != f.default:
+            out.append(_flag(f.name))
+    return out
+
+
+def validate_ddtree_args(server_args, block_size: int) -> None:
+    """Resolve defaults and reject bad values / unsupported combinations, naming the flag."""
+    if server_args.speculative_ddtree_budget is None:
+        server_args.speculative_ddtree_budget = DEFAULT_BUDGET
+    if server_args.speculative_ddtree_topk is None:
+        server_args.speculative_ddtree_topk = DEFAULT_TOPK
+    if server_args.speculative_ddtree_max_depth is None:
+        server_args.speculative_ddtree_max_depth = block_size - 1
+    b = server_args.speculative_ddtree_budget
+    if not 1 <= int(b) <= MAX_BUDGET:
+        raise ValueError(f"--speculative-ddtree-budget must be in 1..{MAX_BUDGET}, got {b}.")
+    k = server_args.speculative_ddtree_topk
+    if int(k) < 1:
+        raise ValueError(f"--speculative-ddtree-topk must be >= 1, got {k}.")
+    d = server_args.speculative_ddtree_max_depth
+    if not 1 <= int(d) <= block_size - 1:
+        raise ValueError(
+            f"--speculative-ddtree-max-depth must be in 1..{block_size - 1} (the drafter's block "
+            f"size is {block_size}), got {d}."
+        )
+    r = server_args.speculative_ddtree_oracle_rate
+    if not 0.0 <= float(r) <= 1.0:
+        raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
+    not_yet = []
+    if server_args.speculative_ddtree_debug_jsonl:
+        not_yet.append("--speculative-ddtree-debug-jsonl")
+    if server_args.speculative_ddtree_shadow_linear:
+        not_yet.append("--speculative-ddtree-shadow-linear")
+    if float(r) > 0:
+        not_yet.append("--speculative-ddtree-oracle-rate")
+    if not_yet:
+        raise NotImplementedError(
+            f"{', '.join(not_yet)}: not implemented yet in this sglang-ddtree version; "
+            "remove the flag(s)."
+        )
+    if server_args.pp_size != 1:
+        raise ValueError(
+            "DDTREE does not support pipeline parallelism: set --pp-size 1 "
+            f"(got {server_args.pp_size})."
+        )
+    if int(server_args.page_size or 1) != 1:
+        raise ValueError(
+            "DDTREE currently supports --page-size 1 only: the accepted path is committed by "
+            "permuting the request's KV slots, which needs single-token pages "
+            f"(got --page-size {server_args.page_size})."
+        )

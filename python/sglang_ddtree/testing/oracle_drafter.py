@@ -1,0 +1,68 @@
+"""Test-only oracle drafter: per-depth candidates built from the target's own greedy
+continuation, with the true token placed where the test chooses.
+
+Activated by ``SGLANG_DDTREE_TEST_ORACLE=<json file>`` (read by the DDTREE worker in the
+scheduler process), with content::
+
+    {"mode": "first" | "sibling" | "nowhere",
+     "continuations": {"<comma-joined prompt ids>": [greedy output ids of the target]}}
+
+Modes, for a request whose committed output has length j (its last token is the tree root):
+- ``first``: at every depth d the true token ``cont[j + d - 1]`` is rank 0 (p = 0.9): with a
+  budget >= L the tree holds the whole true path, and every step accepts L drafts.
+- ``sibling``: at depth 1 the true token is rank 1 (p = 0.05) under a wrong rank 0 (p = 0.9);
+  deeper depths put their true token at rank 0. With budget L + 1 the tree is the rank-0 chain
+  plus the depth-1 rank-1 node, so every step accepts exactly 1 draft, a non-first sibling.
+- ``nowhere``: the true token is never among the candidates: every step accepts 0.
+Past the end of the known continuation the candidates are arbitrary (nothing to match).
+Wrong candidates are drawn from tokens that differ from the true one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Optional
+
+import torch
+
+ENV = "SGLANG_DDTREE_TEST_ORACLE"
+
+
+class OracleDrafter:
+    def __init__(self, path: str):
+        data = json.loads(open(path).read())
+        self.mode = data["mode"]
+        if self.mode not in ("first", "sibling", "nowhere"):
+            raise ValueError(f"oracle mode {self.mode!r}")
+        self.cont = {k: list(v) for k, v in data["continuations"].items()}
+
+    @staticmethod
+    def from_env() -> Optional["OracleDrafter"]:
+        path = os.environ.get(ENV)
+        return OracleDrafter(path) if path else None
+
+    def topk(self, reqs, L: int, K: int, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[bs, L, K]`` log-probs (sorted descending) and ids for the batch's requests."""
+        if K < 3:
+            raise ValueError("the oracle drafter needs --speculative-ddtree-topk >= 3")
+        bs = len(reqs)
+        probs = [0.9, 0.05] + [0.05 / (K - 2)] * (K - 2)
+        lp = torch.tensor([math.log(p) for p in probs], dtype=torch.float32).expand(bs, L, K).clone()
+        ids = torch.empty(bs, L, K, dtype=torch.int64)
+        for b, req in enumerate(reqs):
+            cont = self.cont.get(",".join(map(str, req.origin_input_ids)), [])
+            j = len(req.output_ids)
+            for d in range(1, L + 1):
+                i = j + d - 1
+                true = cont[i] if i < len(cont) else None
+                wrong = [t for t in range(vocab) if t != true][: K]
+                row = list(wrong)
+                if true is not None:
+                    if self.mode == "first" or (self.mode == "sibling" and d > 1):
+                        row[0] = true
+                    elif self.mode == "sibling":
+                        row[1] = true
+                ids[b, d - 1] = torch.tensor(row[:K])
+        return lp.to(device), ids.to(device)

@@ -1,0 +1,335 @@
+"""DDTREE speculative worker for sglang: DFlash drafting, a best-first draft tree, one tree
+verify forward of the target, tree-walk acceptance, and the KV commit of the accepted path.
+
+Built on sglang's ``DFlashWorkerV2`` (drafter loading, draft KV pool, prefill path, the
+draft-context KV writer); only the decode step differs:
+
+1. Draft the DFlash block exactly as DFLASH does, but keep per-depth top-K log-probs
+   (log-softmax over the full vocabulary, fp32; tensor-parallel: each rank's top-K over its
+   vocabulary shard, all-gathered K candidates per rank, never the logits).
+2. Build the tree (``sglang_ddtree.core``; CUDA kernel when built), lay out ``N`` verify
+   positions per request (``N = max(budget + 1, block_size)``; unused positions are padding
+   that attends to the prefix and itself only and is never accepted).
+3. One TARGET_VERIFY forward with the ancestor mask and depth positions.
+4. Walk the tree with the target's argmax (T = 0) or its per-node samples (T > 0).
+5. Commit: the request's KV window (positions ``prefix .. prefix + N - 1``) is *permuted* so
+   the accepted path comes first; no KV bytes move and no slot leaks (page size 1). The
+   drafter's context KV is then written from the accepted nodes' target hidden states, in
+   accepted order.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from sglang.srt.managers.utils import GenerationBatchResult
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
+from sglang.srt.speculative.dflash_info import DFlashVerifyInput
+from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
+from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+
+from .core.accept import target_tokens, tree_walk
+from .core.topk import local_topk, merge_rank_topk
+from .core.tree_builder import DraftTree, build_tree
+from .core.verify_layout import build_verify_layout
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DDTreeVerifyInput(DFlashVerifyInput):
+    """A DFLASH verify input that carries a tree: ``tree_topk = -1`` (irregular tree, as
+    NGRAM's input does) makes attention backends apply ``custom_mask``."""
+
+    tree_topk: int = -1
+
+
+def verify_width(budget: int, block_size: int) -> int:
+    """Verify positions per request: the tree plus its root, at least one draft block (the
+    draft forward writes ``block_size`` slots of the same window)."""
+    return max(int(budget) + 1, int(block_size))
+
+
+def pad_tree(tree: DraftTree, nodes: int) -> DraftTree:
+    """Pad a ``[bs, B]`` tree with padding nodes to ``[bs, nodes]``."""
+    bs, b = tree.depth.shape
+    if nodes == b:
+        return tree
+    extra = nodes - b
+
+    def cat(x, fill):
+        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
+
+    return DraftTree(
+        depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),
+        token=cat(tree.token, -1), score=cat(tree.score, float("-inf")),
+    )
+
+
+def path_first_permutation(accepted: torch.Tensor, width: int) -> torch.Tensor:
+    """``[bs, width]`` permutation of window positions: the accepted path (root first), then
+    every other position in increasing order. ``accepted``: ``[bs, T]``, -1 padded (T <= width)."""
+    bs, T = accepted.shape
+    dev = accepted.device
+    # Sort rank: path index t (< T) for path positions, T + position for the rest.
+    rank = torch.arange(width, device=dev).expand(bs, width) + T
+    rank = torch.cat([rank, torch.zeros(bs, 1, dtype=rank.dtype, device=dev)], 1)  # sink column
+    on = accepted >= 0
+    t = torch.arange(T, device=dev).expand(bs, T)
+    rank.scatter_(1, torch.where(on, accepted, width), torch.where(on, t, 0))
+    return torch.argsort(rank[:, :width], dim=1)
+
+
+class DDTreeWorker(DFlashWorkerV2):
+    """``--speculative-algorithm DDTREE``."""
+
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+        super().__init__(server_args, gpu_id, ps, nccl_port, target_worker)
+        # DFlashWorkerV2 takes its block size from --speculative-num-draft-tokens, which for
+        # DDTREE is the verify width; the drafter's block comes from its own config.
+        draft_config = parse_dflash_draft_config(
+            draft_hf_config=self.draft_model_runner.model_config.hf_config
+        )
+        self.block_size = int(draft_config.resolve_block_size(default=16))
+        self.budget = int(server_args.speculative_ddtree_budget)
+        self.topk = int(server_args.speculative_ddtree_topk)
+        self.max_depth = int(server_args.speculative_ddtree_max_depth)
+        self.width = verify_width(self.budget, self.block_size)
+        self.speculative_num_draft_tokens = self.width
+        if int(server_args.speculative_num_draft_tokens) != self.width:
+            raise RuntimeError(
+                f"DDTREE verify width mismatch: server args say {server_args.speculative_num_draft_tokens}, "
+                f"worker computed {self.width}"
+            )
+        from sglang.srt.speculative.draft_worker_common import build_block_pos_offsets, make_draft_block_spec_info
+
+        self._block_pos_offsets = build_block_pos_offsets(length=self.block_size, device=self.device)
+        self._draft_block_spec_info = make_draft_block_spec_info(
+            draft_token_num=self.block_size, device=self.device
+        )
+        # The chain-only fast paths of the base class assume verify width == block size.
+        self._use_triton_prepare_block = False
+        self._use_triton_accept_bonus = False
+        from .testing.oracle_drafter import OracleDrafter
+
+        self._oracle = OracleDrafter.from_env()  # test-only, see testing/oracle_drafter.py
+        self._tree_cuda = None
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():
+            from .kernels import tree_cuda
+
+            why = tree_cuda.available()
+            if why is None:
+                self._tree_cuda = tree_cuda
+            else:
+                logger.warning("DDTREE: CUDA tree kernels unavailable (%s); using the torch path.", why)
+        logger.info(
+            "DDTREE worker: budget=%d topk=%d max_depth=%d block_size=%d verify_width=%d",
+            self.budget, self.topk, self.max_depth, self.block_size, self.width,
+        )
+
+    # ------------------------------------------------------------------ drafting
+
+    def _draft_topk(self, draft_hidden: torch.Tensor, lm_head) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-depth top-K log-probs ``[bs, L, K]`` and ids from the draft's hidden states
+        ``[bs, L, H]`` through the target's (vocab-parallel) lm_head."""
+        bs, L, h = draft_hidden.shape
+        weight = lm_head.weight
+        shard = lm_head.shard_indices
+        n_real = int(shard.org_vocab_end_index - shard.org_vocab_start_index)
+        logits = torch.matmul(draft_hidden.reshape(-1, h).to(weight.dtype), weight[:n_real].t())
+        keys, lse = local_topk(logits.view(bs, L, n_real), self.topk, int(shard.org_vocab_start_index))
+        tp = self.ps.tp_size if hasattr(self.ps, "tp_size") else 1
+        if tp > 1:
+            from sglang.srt.distributed import get_tp_group
+
+            group = get_tp_group()
+            keys = group.all_gather(keys.unsqueeze(0).contiguous(), dim=0)
+            lse = group.all_gather(lse.unsqueeze(0).contiguous(), dim=0)
+        else:
+            keys, lse = keys.unsqueeze(0), lse.unsqueeze(0)
+        return merge_rank_topk(keys, lse, self.topk)
+
+    def _build(self, lp, ids, root, prefix):
+        L = min(self.max_depth, lp.shape[1])
+        if self._tree_cuda is not None:
+            tree, layout = self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, self.budget, None, L)
+            if self.width > self.budget + 1:
+                tree = pad_tree(tree, self.width - 1)
+                layout = build_verify_layout(tree, root, prefix, lp.shape[1])
+            return tree, layout
+        tree = build_tree(lp, ids, self.budget, None, L)
+        tree = pad_tree(tree, self.width - 1)
+        return tree, build_verify_layout(tree, root, prefix, lp.shape[1])
+
+    # ------------------------------------------------------------------ decode step
+
+    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None) -> GenerationBatchResult:
+        if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
+            return super().forward_batch_generation(batch, on_publish, grammar_barrier)
+        if getattr(batch, "return_logprob", False):
+            raise ValueError("DDTREE speculative decoding does not support return_logprob yet.")
+        if batch.has_grammar:
+            raise ValueError("DDTREE speculative decoding does not support structured output yet.")
+        if batch.spec_info is None:
+            batch.spec_info = DFlashDraftInputV2.create_idle_input(device=self.device)
+        draft_input = batch.spec_info
+        bs = len(batch.seq_lens)
+        device = self.device
+        block = self.block_size
+        width = self.width
+        req_to_token = self.model_runner.req_to_token_pool.req_to_token
+        prefix_lens = batch.seq_lens
+
+        target_model = self.target_worker.model_runner.model
+        embed_module = target_model.get_input_embeddings()
+        lm_head = target_model.lm_head
+
+        # The request's KV window for this step: positions prefix .. prefix + width - 1.
+        window = assign_extend_cache_locs_func(
+            req_pool_indices=batch.req_pool_indices,
+            req_to_token=req_to_token,
+            start_offset=prefix_lens,
+            end_offset=prefix_lens + width,
+            batch_size=bs,
+            draft_token_num=width,
+            device=device,
+        ).view(bs, width)
+
+        # --- 1) DFlash draft block: [bonus, MASK x (block - 1)] at positions prefix + j.
+        block_ids = torch.full((bs, block), int(self._mask_token_id), dtype=torch.long, device=device)
+        block_ids[:, 0] = draft_input.bonus_tokens
+        block_positions = prefix_lens.unsqueeze(1).long() + self._block_pos_offsets
+        draft_seq_lens_cpu = (
+            batch.seq_lens_cpu + block if batch.seq_lens_cpu is not None else None
+        )
+        draft_fb = ForwardBatch(
+            forward_mode=ForwardMode.TARGET_VERIFY,
+            batch_size=bs,
+            input_ids=block_ids.flatten(),
+            req_pool_indices=batch.req_pool_indices,
+            seq_lens=prefix_lens,
+            out_cache_loc=window[:, :block].reshape(-1).contiguous(),
+            seq_lens_sum=int(draft_seq_lens_cpu.sum()) if draft_seq_lens_cpu is not None else int(prefix_lens.sum()) + bs * block,
+            seq_lens_cpu=draft_seq_lens_cpu,
+            positions=block_positions.reshape(-1),
+            input_embeds=embed_module(block_ids).view(bs * block, -1),
+            spec_algorithm=SpeculativeAlgorithm.DFLASH,
+            spec_info=self._draft_block_spec_info,
+            capture_hidden_mode=CaptureHiddenMode.NULL,
+        )
+        with torch.inference_mode():
+            draft_out = self.draft_model_runner.forward(draft_fb)
+        draft_hidden = draft_out.logits_output.hidden_states.view(bs, block, -1)[:, 1:, :]
+        lp, ids = self._draft_topk(draft_hidden, lm_head)
+        if self._oracle is not None:
+            vocab = int(lm_head.shard_indices.org_vocab_end_index)
+            lp, ids = self._oracle.topk(batch.reqs, lp.shape[1], self.topk, vocab, device)
+
+        # --- 2) Tree and verify layout.
+        root = draft_input.bonus_tokens.long()
+        tree, layout = self._build(lp, ids, root, prefix_lens.long())
+
+        # --- 3) Target verify over the tree.
+        verify_input = DDTreeVerifyInput(
+            draft_token=layout.tokens.reshape(-1),
+            positions=layout.positions.reshape(-1),
+            draft_token_num=width,
+            custom_mask=self._verify_mask(layout, prefix_lens, batch),
+            capture_hidden_mode=CaptureHiddenMode.FULL,
+        )
+        batch.out_cache_loc = window.reshape(-1).contiguous()
+        seq_lens_cpu_backup, seq_lens_sum_backup = batch.seq_lens_cpu, batch.seq_lens_sum
+        if seq_lens_cpu_backup is not None:
+            batch.seq_lens_cpu = seq_lens_cpu_backup + width
+            batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+        verify_fb, _ = verify_input.prepare_for_verify(batch, self.target_worker)
+        batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu_backup, seq_lens_sum_backup
+        target_out = self.target_worker.forward_batch_generation(
+            batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
+        )
+        logits_output = target_out.logits_output
+        logits = logits_output.next_token_logits.view(bs, width, -1)
+
+        # --- 4) Acceptance.
+        target = self._target_tokens(logits, batch)
+        acc = self._walk(layout, target, lp.shape[1])
+        commit_lens = (acc.accept_len + 1).to(torch.int32)
+        bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
+        out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
+        out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
+
+        # --- 5) Commit: permute the KV window so the accepted path comes first.
+        perm = path_first_permutation(acc.accepted, width)
+        new_window = window.gather(1, perm)
+        cols = prefix_lens.long().unsqueeze(1) + torch.arange(width, device=device)
+        req_to_token[batch.req_pool_indices.long().unsqueeze(1), cols] = new_window.to(req_to_token.dtype)
+
+        new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
+        if on_publish is not None:
+            on_publish(new_seq_lens)
+
+        # Drafter context: target hidden features of the accepted nodes, in accepted order.
+        hidden = logits_output.hidden_states.view(bs, width, -1)
+        n_path = acc.accepted.shape[1]
+        path_hidden = hidden.gather(1, acc.accepted.clamp(min=0).unsqueeze(-1).expand(bs, n_path, hidden.shape[-1]))
+        path_slots = new_window[:, :n_path].contiguous()
+        path_positions = prefix_lens.long().unsqueeze(1) + torch.arange(n_path, device=device)
+        self._append_target_hidden_to_draft_kv_by_loc(
+            target_hidden=path_hidden.reshape(-1, hidden.shape[-1]),
+            cache_loc=path_slots.reshape(-1),
+            positions=path_positions.reshape(-1),
+            cache_loc_2d=path_slots,
+            commit_lens=commit_lens,
+        )
+        logits_output.hidden_states = None
+
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=out_tokens.reshape(-1),
+            accept_lens=commit_lens,
+            can_run_cuda_graph=target_out.can_run_cuda_graph,
+            next_draft_input=self._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens),
+            speculative_num_draft_tokens=width,
+            new_seq_lens=new_seq_lens,
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _verify_mask(self, layout, prefix_lens, batch) -> torch.Tensor:
+        # The CPU intel_amx backend reads sglang's QLEN_ONLY layout; GPU backends read the
+        # FULL_MASK layout (prefix columns included), sized by the host-known prefix sum.
+        if str(self.device).startswith("cpu"):
+            return layout.qlen_only_mask()
+        return layout.full_mask(prefix_lens, int(batch.seq_lens_sum))
+
+    def _target_tokens(self, logits: torch.Tensor, batch) -> torch.Tensor:
+        info = batch.sampling_info
+        if info is None or info.is_all_greedy:
+            return logits.argmax(-1)
+        # sglang encodes greedy requests as top_k == 1; sampled rows must be temperature-only.
+        greedy = info.top_ks.view(-1) == 1
+        vocab = logits.shape[-1]
+        unsupported = ~greedy & (
+            (info.top_ks.view(-1) < vocab) | (info.top_ps.view(-1) < 1.0)
+            | (info.min_ps.view(-1) > 0.0 if getattr(info, "min_ps", None) is not None else False)
+        )
+        # One host read, only on batches that sample (greedy batches return above).
+        if bool(unsupported.any()):
+            raise NotImplementedError(
+                "DDTREE: top-p / top-k / min-p sampling is not implemented yet; use greedy or "
+                "temperature-only sampling with --speculative-algorithm DDTREE."
+            )
+        temps = torch.where(greedy, 0.0, info.temperatures.view(-1).float())
+        return target_tokens(logits, temps)
+
+    def _walk(self, layout, target, max_depth):
+        if self._tree_cuda is not None:
+            return self._tree_cuda.tree_walk(layout, target, max_depth)
+        return tree_walk(layout.tokens, layout.parent, layout.depth, target, max_depth)
