@@ -37,11 +37,13 @@ def register() -> None:
     _write_marker()
 
     from sglang_ddtree.compat.dflash import register_dflash_hooks
+    from sglang_ddtree.compat.spec_finish import register_spec_finish_hook
     from sglang_ddtree.registration import register_ddtree, register_server_args
 
     register_server_args()
     register_ddtree()
     register_dflash_hooks()
+    register_spec_finish_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":
         from sglang_ddtree.compat.cpu import register_cpu_hooks
 

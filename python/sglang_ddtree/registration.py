@@ -11,7 +11,7 @@ import logging
 
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
-from .server_args import ddtree_flags_set, validate_ddtree_args
+from .server_args import ddtree_flags_set, validate_ddtree_args, validate_ddtree_parallelism
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
                 "--speculative-draft-window-size is not supported with --speculative-algorithm "
                 "DDTREE yet; remove it."
             )
+        validate_ddtree_parallelism(server_args)
         speculative_hook._handle_dflash(server_args)
         block_size = int(server_args.speculative_num_draft_tokens)
         _reject_hybrid_target(server_args)
@@ -65,14 +66,19 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         )
 
 
+_HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+
+
 def _reject_hybrid_target(server_args) -> None:
     cfg = server_args.get_model_config().hf_config
     text = getattr(cfg, "text_config", None) or cfg
     layer_types = getattr(text, "layer_types", None) or []
-    if "linear_attention" in layer_types:
+    model_type = getattr(text, "model_type", None) or getattr(cfg, "model_type", None)
+    if "linear_attention" in layer_types or model_type in _HYBRID_MODEL_TYPES:
         raise NotImplementedError(
             "--speculative-algorithm DDTREE on hybrid (GatedDeltaNet) targets is not implemented "
-            "yet in this sglang-ddtree version; use --speculative-algorithm DFLASH for this model."
+            f"yet in this sglang-ddtree version (model_type {model_type}); use "
+            "--speculative-algorithm DFLASH for this model."
         )
 
 

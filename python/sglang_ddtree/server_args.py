@@ -115,6 +115,10 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
             f"{', '.join(not_yet)}: not implemented yet in this sglang-ddtree version; "
             "remove the flag(s)."
         )
+
+
+def validate_ddtree_parallelism(server_args) -> None:
+    """Checks that must run before DFLASH's own handling (which has vaguer messages)."""
     if server_args.pp_size != 1:
         raise ValueError(
             "DDTREE does not support pipeline parallelism: set --pp-size 1 "

@@ -1,0 +1,89 @@
+"""DDTREE flags: defaults, validation and unsupported combinations fail at launch naming the flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_ddtree import tiny_models
+
+
+@pytest.fixture(scope="module")
+def server_args_cls():
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()  # what sglang's launcher does first; applies our ServerArgs hooks
+    import sglang.srt.server_args as sa
+
+    from sglang_ddtree.server_args import DDTreeServerArgs
+
+    assert sa.ServerArgs is DDTreeServerArgs
+    return DDTreeServerArgs
+
+
+def _args(cls, **kw):
+    base = dict(
+        model_path=str(tiny_models.model_path("llama")), device="cpu", dtype="float32",
+        speculative_algorithm="DDTREE",
+        speculative_draft_model_path=str(tiny_models.model_path("dflash-llama")),
+        disable_overlap_schedule=True,
+    )
+    base.update(kw)
+    return cls(**base)
+
+
+def test_defaults_and_verify_width(server_args_cls):
+    a = _args(server_args_cls)
+    assert a.speculative_ddtree_budget == 32
+    assert a.speculative_ddtree_topk == 8
+    assert a.speculative_ddtree_max_depth == 15  # block 16 - 1
+    assert a.speculative_num_draft_tokens == 33  # budget + root
+    small = _args(server_args_cls, speculative_ddtree_budget=8)
+    assert small.speculative_num_draft_tokens == 16  # at least one draft block
+
+
+@pytest.mark.parametrize("kw,flag", [
+    (dict(speculative_ddtree_budget=0), "--speculative-ddtree-budget"),
+    (dict(speculative_ddtree_budget=5000), "--speculative-ddtree-budget"),
+    (dict(speculative_ddtree_topk=0), "--speculative-ddtree-topk"),
+    (dict(speculative_ddtree_max_depth=16), "--speculative-ddtree-max-depth"),
+    (dict(speculative_ddtree_oracle_rate=1.5), "--speculative-ddtree-oracle-rate"),
+    (dict(page_size=2), "--page-size"),
+    (dict(pp_size=2), "--pp-size"),
+    (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
+])
+def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
+    with pytest.raises(ValueError, match=flag):
+        _args(server_args_cls, **kw)
+
+
+@pytest.mark.parametrize("kw,flag", [
+    (dict(speculative_ddtree_debug_jsonl="/tmp/x.jsonl"), "--speculative-ddtree-debug-jsonl"),
+    (dict(speculative_ddtree_shadow_linear=True), "--speculative-ddtree-shadow-linear"),
+    (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
+])
+def test_unimplemented_flags_fail_clearly(server_args_cls, kw, flag):
+    with pytest.raises(NotImplementedError, match=flag):
+        _args(server_args_cls, **kw)
+
+
+def test_ddtree_flags_need_the_ddtree_algorithm(server_args_cls):
+    with pytest.raises(ValueError, match="--speculative-ddtree-budget require"):
+        _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_budget=16)
+
+
+def test_hybrid_target_rejected_until_supported(server_args_cls):
+    with pytest.raises(NotImplementedError, match="hybrid"):
+        _args(
+            server_args_cls, model_path=str(tiny_models.model_path("qwen35")),
+            speculative_draft_model_path=str(tiny_models.model_path("dflash-qwen35")),
+        )
+
+
+def test_cli_has_the_flags(server_args_cls):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    server_args_cls.add_cli_args(p)
+    ns = p.parse_args(["--model-path", "m", "--speculative-ddtree-budget", "64", "--speculative-ddtree-topk", "4"])
+    assert ns.speculative_ddtree_budget == 64 and ns.speculative_ddtree_topk == 4
+    assert "--speculative-ddtree-max-depth" in p.format_help()

@@ -1,0 +1,164 @@
+"""``--speculative-algorithm DDTREE`` end to end on CPU through real sglang (tiny Llama).
+
+Every DDTREE run is compared token for token with the same engine without speculation.
+Acceptance really happens: the test-only oracle drafter (sglang_ddtree.testing.oracle_drafter)
+proposes trees built from the target's own greedy continuation, with the true token as the
+first child (whole paths accepted), as a later sibling (exactly one draft accepted per step)
+or nowhere (none), and the per-step accept counts are asserted exactly. Random-drafter runs at
+budgets 8 and 32 cover the untouched drafter. The scheduler's strict idle memory check
+(``SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE``, sglang's own allocator free-count invariant)
+raises on any leaked KV slot; each engine serves one more request after going idle to prove
+it did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from cpu_engine import PROMPTS, engine_kwargs
+from sglang_ddtree import tiny_models
+
+pytestmark = pytest.mark.e2e
+
+N = 33  # 1 token from prefill + 2 full DDTREE steps of 16 at budget >= 15
+STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
+
+
+def _greedy(max_new, **kw):
+    return dict(temperature=0.0, max_new_tokens=max_new, **kw)
+
+
+def _run(prompts_params, env=None, **spec):
+    """Start an engine, run each (prompts, sampling_params) batch, go idle, serve once more."""
+    import sglang as sgl
+
+    env = dict(STRICT, **(env or {}))
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        engine = sgl.Engine(**engine_kwargs(**spec))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        results = [engine.generate(input_ids=p, sampling_params=sp) for p, sp in prompts_params]
+        time.sleep(1.0)  # idle: the scheduler runs its memory invariant check
+        after = engine.generate(input_ids=PROMPTS[:1], sampling_params=_greedy(8))
+    finally:
+        engine.shutdown()
+    return results, after
+
+
+def _ids(outs):
+    return [o["output_ids"] for o in outs]
+
+
+@pytest.fixture(scope="module")
+def batches():
+    return {"mixed": (PROMPTS, _greedy(N)), "lens": (PROMPTS, [_greedy(n) for n in (N, 7, 22, 1)])}
+
+
+@pytest.fixture(scope="module")
+def reference(batches, tmp_path_factory):
+    """No-speculation outputs, plus stop-token / stop-string batches derived from them."""
+    from transformers import AutoTokenizer
+
+    base, after = _run([batches["mixed"], batches["lens"]])
+    cont = _ids(base[0])
+    tok = AutoTokenizer.from_pretrained(str(tiny_models.model_path("llama")))
+    # Stops that land inside what DDTREE accepts in one step (positions 10 and 20).
+    stop_ids = (PROMPTS, [_greedy(N, stop_token_ids=[c[10]]) for c in cont])
+    stop_str = (PROMPTS, [_greedy(N, stop=[_clean_stop_word(tok, c)]) for c in cont])
+    stops, _ = _run([stop_ids, stop_str])
+    oracle = tmp_path_factory.mktemp("oracle")
+    files = {}
+    for mode in ("first", "sibling", "nowhere"):
+        f = oracle / f"{mode}.json"
+        f.write_text(json.dumps({
+            "mode": mode,
+            "continuations": {",".join(map(str, p)): c for p, c in zip(PROMPTS, cont)},
+        }))
+        files[mode] = str(f)
+    return {
+        "mixed": cont, "lens": _ids(base[1]), "after": _ids(after),
+        "stop_ids": (stop_ids, _ids(stops[0])), "stop_str": (stop_str, _ids(stops[1])),
+        "oracle": files,
+    }
+
+
+def _clean_stop_word(tok, cont):
+    """A plain ASCII word decoded from one token past the first step, whose first occurrence
+    in the text is that token. Random byte-level tokens can decode to partial UTF-8, which
+    makes "the same" stop string match at window-dependent places; plain words cannot."""
+    for i in range(12, len(cont)):
+        word = tok.decode([cont[i]]).strip()
+        if len(word) >= 2 and word.isascii() and word.isalpha() and word not in tok.decode(cont[:i]):
+            return word
+    raise AssertionError("no clean stop word in the continuation; change the prompts")
+
+
+def _ddtree(budget, topk=4):
+    return dict(
+        speculative_algorithm="DDTREE",
+        speculative_draft_model_path=str(tiny_models.model_path("dflash-llama")),
+        speculative_ddtree_budget=budget,
+        speculative_ddtree_topk=topk,
+    )
+
+
+def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, reference):
+    ref = reference
+    runs, after = _run(
+        [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0]],
+        env={"SGLANG_DDTREE_TEST_ORACLE": ref["oracle"]["first"]},
+        **_ddtree(budget=15),
+    )
+    mixed, lens, stop_ids, stop_str = runs
+    assert _ids(mixed) == ref["mixed"]
+    for o in mixed:  # every step accepted all 15 drafts (a full-depth path)
+        assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2]
+    # Requests finishing mid-batch, max_new_tokens ending inside an accepted path.
+    assert _ids(lens) == ref["lens"]
+    # Stop token ids and stop strings inside an accepted path.
+    assert _ids(stop_ids) == ref["stop_ids"][1]
+    assert _ids(stop_str) == ref["stop_str"][1]
+    for stopped in (ref["stop_ids"][1], ref["stop_str"][1]):
+        assert all(len(a) < len(b) for a, b in zip(stopped, ref["mixed"]))
+    assert _ids(after) == ref["after"]
+
+
+def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference):
+    runs, after = _run(
+        [batches["mixed"]], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["sibling"]},
+        **_ddtree(budget=16),
+    )
+    assert _ids(runs[0]) == reference["mixed"]
+    for o in runs[0]:
+        assert o["meta_info"]["spec_correct_drafts_histogram"] == [0, 16]
+    assert _ids(after) == reference["after"]
+
+
+def test_oracle_nowhere_accepts_nothing(batches, reference):
+    runs, after = _run(
+        [batches["mixed"]], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["nowhere"]},
+        **_ddtree(budget=8),
+    )
+    assert _ids(runs[0]) == reference["mixed"]
+    for o in runs[0]:
+        assert o["meta_info"]["spec_correct_drafts_histogram"] == [32]
+    assert _ids(after) == reference["after"]
+
+
+@pytest.mark.parametrize("budget", [8, 32])
+def test_random_drafter_is_lossless(batches, reference, budget):
+    runs, after = _run([batches["mixed"], batches["lens"]], **_ddtree(budget=budget, topk=8))
+    assert _ids(runs[0]) == reference["mixed"]
+    assert _ids(runs[1]) == reference["lens"]
+    assert _ids(after) == reference["after"]
