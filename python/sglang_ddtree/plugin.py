@@ -38,10 +38,11 @@ def register() -> None:
 
     from sglang_ddtree.compat.dflash import register_dflash_hooks
     from sglang_ddtree.compat.spec_finish import register_spec_finish_hook
-    from sglang_ddtree.registration import register_ddtree, register_server_args
+    from sglang_ddtree.registration import register_ddtree, register_graph_guards, register_server_args
 
     register_server_args()
     register_ddtree()
+    register_graph_guards()
     register_dflash_hooks()
     register_spec_finish_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":

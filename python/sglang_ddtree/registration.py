@@ -111,6 +111,30 @@ def register_server_args() -> None:
     )
 
 
+_GRAPH_RUNNERS = (
+    "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaGraphRunner.can_run_graph",
+    "sglang.srt.model_executor.runner.prefill_cuda_graph_runner.PrefillCudaGraphRunner.can_run_graph",
+)
+
+
+def _no_graph_for_tree_verify(original, self, forward_batch, *args, **kwargs):
+    """sglang captures the DFlash-family verify graph with no tree mask; replaying it for a
+    DDTREE verify would silently drop the mask, so tree verifies run eagerly until the
+    tree-mask capture is implemented."""
+    from .worker import DDTreeVerifyInput
+
+    if isinstance(getattr(forward_batch, "spec_info", None), DDTreeVerifyInput):
+        return False
+    return original(self, forward_batch, *args, **kwargs)
+
+
+def register_graph_guards() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    for target in _GRAPH_RUNNERS:
+        HookRegistry.register(target, _no_graph_for_tree_verify, HookType.AROUND)
+
+
 def reject_ddtree_flags_without_ddtree(original, self, *args, **kwargs):
     """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm."""
     result = original(self, *args, **kwargs)

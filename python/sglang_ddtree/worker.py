@@ -50,6 +50,21 @@ class DDTreeVerifyInput(DFlashVerifyInput):
 
     tree_topk: int = -1
 
+    def prepare_for_verify(self, batch, target_worker):
+        """Like DFLASH's, but never replays the decode CUDA graph: sglang captures the
+        DFlash-family verify graph with ``custom_mask=None``, so a replay would silently drop
+        the tree mask. Eager verify until the tree-mask graph capture lands (the model
+        runner's own graph decision is guarded too: ``registration.register_graph_guards``)."""
+        batch.input_ids = self.draft_token
+        batch.spec_info = self
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        verify_forward_batch = ForwardBatch.init_new(
+            batch, target_worker.model_runner, capture_hidden_mode=self.capture_hidden_mode,
+            return_hidden_states_before_norm=False,
+        )
+        target_worker.model_runner.attn_backend.init_forward_metadata(verify_forward_batch)
+        return verify_forward_batch, False
+
 
 def verify_width(budget: int, block_size: int) -> int:
     """Verify positions per request: the tree plus its root, at least one draft block (the
