@@ -1,8 +1,9 @@
 """Test configuration shared by every test under test/.
 
-- ``test/harness`` (the CPU stand-in for ``sgl_kernel``) goes on ``sys.path`` and on
-  ``PYTHONPATH``, so sglang's spawned scheduler processes import it too.
-- ``SGLANG_USE_CPU_ENGINE=1`` selects sglang's CPU platform unless a GPU run asks otherwise.
+- Without a GPU, ``test/harness`` (the CPU stand-in for ``sgl_kernel``) goes on ``sys.path``
+  and on ``PYTHONPATH`` (so sglang's spawned scheduler processes import it too), and
+  ``SGLANG_USE_CPU_ENGINE=1`` selects sglang's CPU platform. With a GPU the real
+  ``sgl_kernel`` is used and neither is set.
 - Tests marked ``gpu`` are skipped when no CUDA device is present.
 """
 
@@ -15,11 +16,6 @@ from pathlib import Path
 import pytest
 
 HARNESS = str(Path(__file__).resolve().parent / "harness")
-if HARNESS not in sys.path:
-    sys.path.insert(0, HARNESS)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [HARNESS] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-)
 
 
 def _has_cuda() -> bool:
@@ -32,6 +28,11 @@ def _has_cuda() -> bool:
 
 
 if not _has_cuda():
+    if HARNESS not in sys.path:
+        sys.path.insert(0, HARNESS)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [HARNESS] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 
 

@@ -20,7 +20,16 @@ from ..core.accept import Acceptance
 from ..core.tree_builder import DraftTree, _caps
 from ..core.verify_layout import VerifyLayout
 
-_CSRC = Path(__file__).resolve().parents[3] / "sgl-kernel" / "csrc"
+def _find_csrc() -> Path:
+    here = Path(__file__).resolve()
+    # Repository checkout (python/sglang_ddtree/...) or the offline bundle (site/sglang_ddtree/...).
+    for base in (here.parents[3], here.parents[2]):
+        if (base / "sgl-kernel" / "csrc" / "ddtree_tree.cu").exists():
+            return base / "sgl-kernel" / "csrc"
+    return here.parents[3] / "sgl-kernel" / "csrc"
+
+
+_CSRC = _find_csrc()
 
 
 @functools.lru_cache(maxsize=1)
