@@ -50,7 +50,8 @@ IMAGE_PROVIDED = {
 TRIM_GLOBS = [
     "sgl_kernel/**/flash_ops*.so", "sgl_kernel/**/flashmla*.so", "sgl_kernel/**/infllm*.so",
     "sgl_kernel/**/spatial*.so", "sgl_kernel/sm100", "sglang/multimodal_gen", "sglang/test",
-    "xgrammar/**/*.a", "**/__pycache__", "*.dist-info/RECORD",
+    # (dist-info RECORD files stay: tvm_ffi locates native libraries through them.)
+    "xgrammar/**/*.a", "**/__pycache__",
     # Pulled in by IPython / outlines / blobfile but not imported on the serving path.
     "jedi", "parso", "pycountry", "Cryptodome",
     # flashinfer JIT needs its headers, not CUTLASS's examples, tools and docs.

@@ -7,6 +7,7 @@ DFLASH and instantiates :class:`~sglang_ddtree.worker.DDTreeWorker`.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
@@ -43,6 +44,13 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
 
         return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
 
+    def get_num_tokens_per_req_for_target_verify(self, num_draft_tokens: int, is_draft_worker: bool) -> int:
+        # The target verifies the tree (num_draft_tokens = verify width); the drafter runs
+        # one DFlash block, whose size comes from its own config.
+        if is_draft_worker:
+            return _drafter_block_size()
+        return num_draft_tokens
+
     def handle_server_args(self, server_args) -> None:
         # Everything DFLASH needs (device, draft path, block size, draft attention backend),
         # through the module attribute so plugin hooks on it apply.
@@ -64,6 +72,17 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         server_args.speculative_num_draft_tokens = verify_width(
             server_args.speculative_ddtree_budget, block_size
         )
+
+
+@functools.lru_cache(maxsize=1)
+def _drafter_block_size() -> int:
+    from sglang.srt.runtime_context import get_spec
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    path = get_spec().speculative_draft_model_path
+    cfg = get_config(path, trust_remote_code=False)
+    return int(parse_dflash_draft_config(draft_hf_config=cfg).resolve_block_size(default=16))
 
 
 _HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")

@@ -322,7 +322,13 @@ class DDTreeWorker(DFlashWorkerV2):
         # FULL_MASK layout (prefix columns included), sized by the host-known prefix sum.
         if str(self.device).startswith("cpu"):
             return layout.qlen_only_mask()
-        return layout.full_mask(prefix_lens, int(batch.seq_lens_sum))
+        total = batch.seq_lens_sum
+        if total is None:
+            # Overlap scheduling carries no host-side lengths: the DFLASH reservation is a
+            # host-known upper bound, else read the exact sum (one host sync).
+            reserved = getattr(batch.spec_info, "reserved_seq_lens_sum", None)
+            total = int(reserved) if reserved is not None else int(prefix_lens.sum())
+        return layout.full_mask(prefix_lens, int(total))
 
     def _target_tokens(self, logits: torch.Tensor, batch) -> torch.Tensor:
         info = batch.sampling_info
