@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
-
 import torch
 
 from sglang.srt.managers.utils import GenerationBatchResult
@@ -160,7 +158,7 @@ class DDTreeWorker(DFlashWorkerV2):
         n_real = int(shard.org_vocab_end_index - shard.org_vocab_start_index)
         logits = torch.matmul(draft_hidden.reshape(-1, h).to(weight.dtype), weight[:n_real].t())
         keys, lse = local_topk(logits.view(bs, L, n_real), self.topk, int(shard.org_vocab_start_index))
-        tp = self.ps.tp_size if hasattr(self.ps, "tp_size") else 1
+        tp = self.ps.tp_size
         if tp > 1:
             from sglang.srt.distributed import get_tp_group
 

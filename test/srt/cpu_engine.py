@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from pathlib import Path
 from typing import Dict, List
 
 from sglang_ddtree import tiny_models
@@ -56,7 +56,6 @@ def standalone_topk2_kwargs(model: str = "llama") -> Dict:
 def hf_greedy(model: str, prompt: tuple, max_new_tokens: int) -> List[int]:
     """Greedy continuation from Hugging Face transformers (float32), stopping at EOS."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     m = _hf_model(model)
     out = m.generate(
@@ -76,3 +75,64 @@ def _hf_model(model: str):
 
 def greedy(max_new_tokens: int = 24, **kw) -> Dict:
     return dict(temperature=0.0, max_new_tokens=max_new_tokens, **kw)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def cpu_server(model: str, log_path, extra_args=(), env=None, startup_timeout_s: int = 300):
+    """Run ``python -m sglang.launch_server`` on CPU with a tiny model until the block exits.
+
+    Yields (base_url, process). Fails the test with the server log's tail if the server
+    exits or never becomes healthy.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+    import requests
+
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "sglang.launch_server",
+        "--model-path", str(tiny_models.model_path(model)),
+        "--device", "cpu", "--dtype", "float32", "--mem-fraction-static", "0.3",
+        "--max-total-tokens", "4096", "--max-running-requests", "8",
+        "--disable-overlap-schedule", "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "warning", *map(str, extra_args),
+    ]
+    with open(log_path, "w") as f:
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})),
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + startup_timeout_s
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}:\n{open(log_path).read()[-4000:]}")
+            try:
+                if requests.get(base + "/health_generate", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"server did not become healthy:\n{open(log_path).read()[-4000:]}")
+            time.sleep(1)
+        yield base, proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -6,28 +6,17 @@ reports the average accept length of real acceptance (oracle drafter, full paths
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import requests
 
-from cpu_engine import PROMPTS, hf_greedy
+from cpu_engine import PROMPTS, cpu_server, hf_greedy
 from sglang_ddtree import tiny_models
 
 pytestmark = pytest.mark.e2e
 
 N = 33
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,45 +27,17 @@ def server(tmp_path_factory):
         "mode": "first",
         "continuations": {",".join(map(str, p)): hf_greedy("llama", tuple(p), N) for p in PROMPTS},
     }))
-    port = _free_port()
-    cmd = [
-        sys.executable, "-m", "sglang.launch_server",
-        "--model-path", str(tiny_models.model_path("llama")),
-        "--device", "cpu", "--dtype", "float32", "--mem-fraction-static", "0.3",
-        "--max-total-tokens", "4096", "--max-running-requests", "8",
-        "--disable-overlap-schedule", "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "warning",
+    args = [
         # Accept-length totals fold into /server_info at each decode log line.
         "--decode-log-interval", "1",
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", str(tiny_models.model_path("dflash-llama")),
         "--speculative-ddtree-budget", "15", "--speculative-ddtree-topk", "4",
     ]
-    env = dict(os.environ, SGLANG_DDTREE_TEST_ORACLE=str(oracle), SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE="1")
+    env = {"SGLANG_DDTREE_TEST_ORACLE": str(oracle), "SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
     log = tmp / "server.log"
-    with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                if requests.get(base + "/health_generate", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"server did not become healthy:\n{log.read_text()[-4000:]}")
-            time.sleep(1)
+    with cpu_server("llama", log, args, env) as (base, proc):
         yield base, proc, log
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _generate(base, prompts, max_new=N):

@@ -7,74 +7,25 @@ endpoints are covered on the speculative path too.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import requests
 
-from cpu_engine import PROMPTS, dflash_kwargs, hf_greedy
+from cpu_engine import PROMPTS, cpu_server, dflash_kwargs, hf_greedy
 from sglang_ddtree import tiny_models
 
 pytestmark = pytest.mark.e2e
 
 MAX_NEW = 20
-STARTUP_TIMEOUT_S = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cli(kwargs: dict) -> list:
-    args = []
-    for k, v in kwargs.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
-    return args
 
 
 @pytest.fixture(scope="module", params=["plain", "dflash"])
 def server(request, tmp_path_factory):
-    port = _free_port()
     extra = dflash_kwargs() if request.param == "dflash" else {}
-    cmd = [
-        sys.executable, "-m", "sglang.launch_server",
-        "--model-path", str(tiny_models.model_path("llama")),
-        "--device", "cpu", "--dtype", "float32", "--mem-fraction-static", "0.3",
-        "--max-total-tokens", "4096", "--max-running-requests", "8",
-        "--disable-overlap-schedule", "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "warning",
-    ] + _cli(extra)
+    args = [a for k, v in extra.items() for a in (f"--{k.replace('_', '-')}", v)]
     log = tmp_path_factory.mktemp("server") / "server.log"
-    with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + STARTUP_TIMEOUT_S
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                if requests.get(base + "/health_generate", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"server did not become healthy:\n{log.read_text()[-4000:]}")
-            time.sleep(1)
+    with cpu_server("llama", log, args) as (base, _):
         yield base, request.param
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _tokenizer():

@@ -168,7 +168,6 @@ def build_tree(
     score = torch.gather(flat_score, 1, sel)
     valid = ~torch.isneginf(score)
     depth0 = torch.div(sel, B, rounding_mode="floor")  # 0-based depth
-    pos = torch.remainder(sel, B)
     rank = torch.gather(all_rank.reshape(bs, -1), 1, sel)
     parent_pos = torch.gather(all_parent.reshape(bs, -1), 1, sel)
 
