@@ -104,8 +104,6 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     if not 0.0 <= float(r) <= 1.0:
         raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
     not_yet = []
-    if server_args.speculative_ddtree_debug_jsonl:
-        not_yet.append("--speculative-ddtree-debug-jsonl")
     if server_args.speculative_ddtree_shadow_linear:
         not_yet.append("--speculative-ddtree-shadow-linear")
     if float(r) > 0:

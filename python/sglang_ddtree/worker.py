@@ -37,6 +37,7 @@ from .core.accept import target_tokens, tree_walk
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import DraftTree, build_tree
 from .core.verify_layout import build_verify_layout
+from .debug_log import DebugLog, StepTimer
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class DDTreeWorker(DFlashWorkerV2):
         from .testing.oracle_drafter import OracleDrafter
 
         self._oracle = OracleDrafter.from_env()  # test-only, see testing/oracle_drafter.py
+        self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             from .kernels import tree_cuda
@@ -193,6 +195,7 @@ class DDTreeWorker(DFlashWorkerV2):
         if batch.spec_info is None:
             batch.spec_info = DFlashDraftInputV2.create_idle_input(device=self.device)
         draft_input = batch.spec_info
+        timer = StepTimer(self._debug.enabled, self.device)
         bs = len(batch.seq_lens)
         device = self.device
         block = self.block_size
@@ -237,17 +240,18 @@ class DDTreeWorker(DFlashWorkerV2):
             spec_info=self._draft_block_spec_info,
             capture_hidden_mode=CaptureHiddenMode.NULL,
         )
-        with torch.inference_mode():
+        with timer.phase("draft"), torch.inference_mode():
             draft_out = self.draft_model_runner.forward(draft_fb)
-        draft_hidden = draft_out.logits_output.hidden_states.view(bs, block, -1)[:, 1:, :]
-        lp, ids = self._draft_topk(draft_hidden, lm_head)
+            draft_hidden = draft_out.logits_output.hidden_states.view(bs, block, -1)[:, 1:, :]
+            lp, ids = self._draft_topk(draft_hidden, lm_head)
         if self._oracle is not None:
             vocab = int(lm_head.shard_indices.org_vocab_end_index)
             lp, ids = self._oracle.topk(batch.reqs, lp.shape[1], self.topk, vocab, device)
 
         # --- 2) Tree and verify layout.
         root = draft_input.bonus_tokens.long()
-        tree, layout = self._build(lp, ids, root, prefix_lens.long())
+        with timer.phase("tree"):
+            tree, layout = self._build(lp, ids, root, prefix_lens.long())
 
         # --- 3) Target verify over the tree.
         verify_input = DDTreeVerifyInput(
@@ -264,15 +268,17 @@ class DDTreeWorker(DFlashWorkerV2):
             batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
         verify_fb, _ = verify_input.prepare_for_verify(batch, self.target_worker)
         batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu_backup, seq_lens_sum_backup
-        target_out = self.target_worker.forward_batch_generation(
-            batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
-        )
+        with timer.phase("verify"):
+            target_out = self.target_worker.forward_batch_generation(
+                batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
+            )
         logits_output = target_out.logits_output
         logits = logits_output.next_token_logits.view(bs, width, -1)
 
         # --- 4) Acceptance.
-        target = self._target_tokens(logits, batch)
-        acc = self._walk(layout, target, lp.shape[1])
+        with timer.phase("accept"):
+            target = self._target_tokens(logits, batch)
+            acc = self._walk(layout, target, lp.shape[1])
         commit_lens = (acc.accept_len + 1).to(torch.int32)
         bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
@@ -302,6 +308,8 @@ class DDTreeWorker(DFlashWorkerV2):
             commit_lens=commit_lens,
         )
         logits_output.hidden_states = None
+        if self._debug.enabled:
+            self._debug.write(batch.reqs, prefix_lens, tree, acc.accepted, acc.accept_len, acc.new_tokens, timer.ms)
 
         return GenerationBatchResult(
             logits_output=logits_output,

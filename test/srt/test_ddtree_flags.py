@@ -57,7 +57,6 @@ def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
 
 
 @pytest.mark.parametrize("kw,flag", [
-    (dict(speculative_ddtree_debug_jsonl="/tmp/x.jsonl"), "--speculative-ddtree-debug-jsonl"),
     (dict(speculative_ddtree_shadow_linear=True), "--speculative-ddtree-shadow-linear"),
     (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
 ])

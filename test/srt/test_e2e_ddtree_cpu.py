@@ -134,15 +134,30 @@ def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, refer
     assert _ids(after) == ref["after"]
 
 
-def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference):
+def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, tmp_path):
+    debug = tmp_path / "steps.jsonl"
     runs, after = _run(
         [batches["mixed"]], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["sibling"]},
-        **_ddtree(budget=16),
+        speculative_ddtree_debug_jsonl=str(debug), **_ddtree(budget=16),
     )
     assert _ids(runs[0]) == reference["mixed"]
     for o in runs[0]:
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [0, 16]
     assert _ids(after) == reference["after"]
+    # --speculative-ddtree-debug-jsonl: one line per step per request, consistent with output.
+    lines = [json.loads(x) for x in debug.read_text().splitlines()]
+    for o in runs[0]:
+        mine = [x for x in lines if x["rid"] == o["meta_info"]["id"]]
+        assert [x["step"] for x in mine] == sorted(x["step"] for x in mine)
+        assert len(mine) == 16
+        emitted = [t for x in mine for t in x["new_tokens"]]
+        assert emitted[: len(o["output_ids"]) - 1] == o["output_ids"][1:]
+        for x in mine:
+            assert x["accept_len"] == 1 and len(x["tree"]) == 16
+            node = x["tree"][x["accepted_nodes"][0]]
+            assert node["parent"] == -1 and node["depth"] == 1  # a child of the root...
+            assert x["accepted_nodes"][0] != 0  # ...but not the best one: a later sibling
+            assert set(x["timings_ms"]) == {"draft", "tree", "verify", "accept"}
 
 
 def test_oracle_nowhere_accepts_nothing(batches, reference):

@@ -1,0 +1,76 @@
+"""``--speculative-ddtree-debug-jsonl PATH``: one JSON line per decode step per request.
+
+Each line: request id, step number, committed prefix length, the tree (per node: token,
+parent node index or -1 for the root, depth, score), the accepted nodes (tree node indices in
+path order, root excluded), accept length, the tokens the step emits (accepted drafts then the
+bonus, before any stop/max-tokens truncation by the scheduler), and the step's phase timings
+in milliseconds.
+Writing reads the step's tensors back to the host (one synchronisation per step), so the
+flag is for debugging and analysis, not production serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from typing import Dict, Optional
+
+import torch
+
+
+class StepTimer:
+    """Wall-clock phase timings; synchronises the device at each boundary when enabled."""
+
+    def __init__(self, enabled: bool, device):
+        self.enabled = enabled
+        self.cuda = enabled and str(device).startswith("cuda")
+        self.ms: Dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str):
+        if not self.enabled:
+            yield
+            return
+        if self.cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        yield
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.ms[name] = round((time.perf_counter() - t0) * 1e3, 3)
+
+
+class DebugLog:
+    def __init__(self, path: Optional[str], tp_rank: int = 0):
+        # Only one rank writes: every rank computes the same tree.
+        self.path = path if (path and tp_rank == 0) else None
+        self.step = 0
+        if self.path:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)) or ".", exist_ok=True)
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def write(self, reqs, prefix_lens, tree, accepted, accept_len, new_tokens, timings) -> None:
+        if not self.path:
+            return
+        self.step += 1
+        depth, parent, token, score = (x.tolist() for x in (tree.depth, tree.parent, tree.token, tree.score))
+        acc, alen, new = accepted.tolist(), accept_len.tolist(), new_tokens.tolist()
+        prefix = prefix_lens.tolist()
+        with open(self.path, "a", encoding="utf-8") as f:
+            for b, req in enumerate(reqs):
+                nodes = [
+                    {"token": token[b][i], "parent": parent[b][i], "depth": depth[b][i], "score": score[b][i]}
+                    for i in range(len(depth[b]))
+                    if depth[b][i] > 0
+                ]
+                a = alen[b]
+                f.write(json.dumps({
+                    "rid": getattr(req, "rid", None), "step": self.step, "prefix_len": prefix[b],
+                    "tree": nodes, "accepted_nodes": [p - 1 for p in acc[b][1 : a + 1]], "accept_len": a,
+                    "new_tokens": new[b][: a + 1], "timings_ms": timings,
+                }) + "\n")
