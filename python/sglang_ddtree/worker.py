@@ -173,14 +173,11 @@ class DDTreeWorker(DFlashWorkerV2):
 
     def _build(self, lp, ids, root, prefix):
         L = min(self.max_depth, lp.shape[1])
-        if self._tree_cuda is not None:
-            tree, layout = self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, self.budget, None, L)
-            if self.width > self.budget + 1:
-                tree = pad_tree(tree, self.width - 1)
-                layout = build_verify_layout(tree, root, prefix, lp.shape[1])
-            return tree, layout
-        tree = build_tree(lp, ids, self.budget, None, L)
-        tree = pad_tree(tree, self.width - 1)
+        # The CUDA kernel lays out exactly budget + 1 positions; when the verify width is
+        # padded up to the draft block, the torch path builds the padded layout directly.
+        if self._tree_cuda is not None and self.width == self.budget + 1:
+            return self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, self.budget, None, L)
+        tree = pad_tree(build_tree(lp, ids, self.budget, None, L), self.width - 1)
         return tree, build_verify_layout(tree, root, prefix, lp.shape[1])
 
     # ------------------------------------------------------------------ decode step

@@ -91,6 +91,7 @@ def build_tree_and_layout(
 
 def tree_walk(layout: VerifyLayout, target: torch.Tensor, max_depth: int) -> Acceptance:
     accepted, accept_len, new_tokens = _load().tree_walk(
-        layout.tokens, layout.first_child, layout.next_sibling, target.long().contiguous(), max_depth
+        layout.tokens.contiguous(), layout.first_child.contiguous(),
+        layout.next_sibling.contiguous(), target.long().contiguous(), max_depth,
     )
     return Acceptance(accepted=accepted, accept_len=accept_len, new_tokens=new_tokens, num_new=accept_len + 1)
