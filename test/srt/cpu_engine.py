@@ -77,6 +77,23 @@ def greedy(max_new_tokens: int = 24, **kw) -> Dict:
     return dict(temperature=0.0, max_new_tokens=max_new_tokens, **kw)
 
 
+@contextlib.contextmanager
+def patched_env(env):
+    """Set environment variables for the block (spawned engine processes inherit them)."""
+    import os
+
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def free_port() -> int:
     import socket
 

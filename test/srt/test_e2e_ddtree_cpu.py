@@ -14,12 +14,11 @@ it did not.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from cpu_engine import PROMPTS, engine_kwargs
+from cpu_engine import PROMPTS, engine_kwargs, patched_env
 from sglang_ddtree import tiny_models
 
 pytestmark = pytest.mark.e2e
@@ -36,17 +35,8 @@ def _run(prompts_params, env=None, **spec):
     """Start an engine, run each (prompts, sampling_params) batch, go idle, serve once more."""
     import sglang as sgl
 
-    env = dict(STRICT, **(env or {}))
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with patched_env(dict(STRICT, **(env or {}))):
         engine = sgl.Engine(**engine_kwargs(**spec))
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         results = [engine.generate(input_ids=p, sampling_params=sp) for p, sp in prompts_params]
         time.sleep(1.0)  # idle: the scheduler runs its memory invariant check

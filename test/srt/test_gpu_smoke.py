@@ -11,11 +11,10 @@ Run on the GPU host (after extracting the bundle onto PYTHONPATH):
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from cpu_engine import PROMPTS
+from cpu_engine import PROMPTS, patched_env
 from sglang_ddtree import tiny_models
 
 pytestmark = pytest.mark.gpu
@@ -36,13 +35,8 @@ def _kwargs(model, **extra):
 def _generate(env=None, **kw):
     import sglang as sgl
 
-    old = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
+    with patched_env(env):
         engine = sgl.Engine(**kw)
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     try:
         outs = engine.generate(input_ids=PROMPTS, sampling_params=dict(temperature=0.0, max_new_tokens=N))
     finally:
