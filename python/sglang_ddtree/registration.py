@@ -77,12 +77,11 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
 @functools.lru_cache(maxsize=1)
 def _drafter_block_size() -> int:
     from sglang.srt.runtime_context import get_spec
-    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
     from sglang.srt.utils.hf_transformers_utils import get_config
 
-    path = get_spec().speculative_draft_model_path
-    cfg = get_config(path, trust_remote_code=False)
-    return int(parse_dflash_draft_config(draft_hf_config=cfg).resolve_block_size(default=16))
+    from .worker import drafter_block_size
+
+    return drafter_block_size(get_config(get_spec().speculative_draft_model_path, trust_remote_code=False))
 
 
 _HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")

@@ -71,6 +71,11 @@ def verify_width(budget: int, block_size: int) -> int:
     return max(int(budget) + 1, int(block_size))
 
 
+def drafter_block_size(draft_hf_config) -> int:
+    """The DFlash drafter's block size, from its own config (16 when the config is silent)."""
+    return int(parse_dflash_draft_config(draft_hf_config=draft_hf_config).resolve_block_size(default=16))
+
+
 def pad_tree(tree: DraftTree, nodes: int) -> DraftTree:
     """Pad a ``[bs, B]`` tree with padding nodes to ``[bs, nodes]``."""
     bs, b = tree.depth.shape
@@ -108,10 +113,7 @@ class DDTreeWorker(DFlashWorkerV2):
         super().__init__(server_args, gpu_id, ps, nccl_port, target_worker)
         # DFlashWorkerV2 takes its block size from --speculative-num-draft-tokens, which for
         # DDTREE is the verify width; the drafter's block comes from its own config.
-        draft_config = parse_dflash_draft_config(
-            draft_hf_config=self.draft_model_runner.model_config.hf_config
-        )
-        self.block_size = int(draft_config.resolve_block_size(default=16))
+        self.block_size = drafter_block_size(self.draft_model_runner.model_config.hf_config)
         self.budget = int(server_args.speculative_ddtree_budget)
         self.topk = int(server_args.speculative_ddtree_topk)
         self.max_depth = int(server_args.speculative_ddtree_max_depth)
