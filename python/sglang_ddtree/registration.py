@@ -66,7 +66,6 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         validate_ddtree_parallelism(server_args)
         speculative_hook._handle_dflash(server_args)
         block_size = int(server_args.speculative_num_draft_tokens)
-        _reject_hybrid_target(server_args)
         validate_ddtree_args(server_args, block_size)
         # The verify width is what the scheduler reserves KV for each step.
         server_args.speculative_num_draft_tokens = verify_width(
@@ -82,22 +81,6 @@ def _drafter_block_size() -> int:
     from .worker import drafter_block_size
 
     return drafter_block_size(get_config(get_spec().speculative_draft_model_path, trust_remote_code=False))
-
-
-_HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
-
-
-def _reject_hybrid_target(server_args) -> None:
-    cfg = server_args.get_model_config().hf_config
-    text = getattr(cfg, "text_config", None) or cfg
-    layer_types = getattr(text, "layer_types", None) or []
-    model_type = getattr(text, "model_type", None) or getattr(cfg, "model_type", None)
-    if "linear_attention" in layer_types or model_type in _HYBRID_MODEL_TYPES:
-        raise NotImplementedError(
-            "--speculative-algorithm DDTREE on hybrid (GatedDeltaNet) targets is not implemented "
-            f"yet in this sglang-ddtree version (model_type {model_type}); use "
-            "--speculative-algorithm DFLASH for this model."
-        )
 
 
 def register_ddtree() -> None:

@@ -55,6 +55,13 @@ class DDTreeServerArgs(ServerArgs):
         "DDTREE: fraction of steps re-checked by a sequential target replay of the accepted path (0 in production).",
         NS("spec"),
     ] = 0.0
+    speculative_ddtree_gdn_mode: A[
+        Optional[str],
+        "DDTREE on hybrid (GatedDeltaNet) targets: how the tree verify keeps linear-attention "
+        "state. 'snapshot': sglang's per-node state path (one intermediate state per tree node). "
+        "'wy': the snapshot-free tree kernels. Default: snapshot.",
+        NS("spec"),
+    ] = None
 
 
 DDTREE_FLAGS = (
@@ -64,7 +71,10 @@ DDTREE_FLAGS = (
     "speculative_ddtree_debug_jsonl",
     "speculative_ddtree_shadow_linear",
     "speculative_ddtree_oracle_rate",
+    "speculative_ddtree_gdn_mode",
 )
+GDN_MODES = ("snapshot", "wy")
+DEFAULT_GDN_MODE = "snapshot"
 
 
 def _flag(name: str) -> str:
@@ -103,7 +113,14 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     r = server_args.speculative_ddtree_oracle_rate
     if not 0.0 <= float(r) <= 1.0:
         raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
+    mode = server_args.speculative_ddtree_gdn_mode
+    if mode is None:
+        server_args.speculative_ddtree_gdn_mode = mode = DEFAULT_GDN_MODE
+    if mode not in GDN_MODES:
+        raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
     not_yet = []
+    if mode == "wy":
+        not_yet.append("--speculative-ddtree-gdn-mode wy")
     if server_args.speculative_ddtree_shadow_linear:
         not_yet.append("--speculative-ddtree-shadow-linear")
     if float(r) > 0:

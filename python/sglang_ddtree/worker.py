@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Optional
+
 import torch
 
 from sglang.srt.managers.utils import GenerationBatchResult
@@ -48,6 +50,11 @@ class DDTreeVerifyInput(DFlashVerifyInput):
     NGRAM's input does) makes attention backends apply ``custom_mask``."""
 
     tree_topk: int = -1
+    # Hybrid targets (--speculative-ddtree-gdn-mode snapshot): first child / next sibling per
+    # verify position ``[bs, N]`` (int64, -1 = none), read by sglang's linear-attention verify
+    # (compat/hybrid_tree.py). None for attention-only targets.
+    retrieve_next_token: Optional[torch.Tensor] = None
+    retrieve_next_sibling: Optional[torch.Tensor] = None
 
     def prepare_for_verify(self, batch, target_worker):
         """Like DFLASH's, but never replays the decode CUDA graph: sglang captures the
@@ -260,6 +267,10 @@ class DDTreeWorker(DFlashWorkerV2):
             custom_mask=self._verify_mask(layout, prefix_lens, batch),
             capture_hidden_mode=CaptureHiddenMode.FULL,
         )
+        if self._need_mamba_verify_commit:
+            verify_input.retrieve_next_token = layout.first_child.contiguous()
+            verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
+        seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
         batch.out_cache_loc = window.reshape(-1).contiguous()
         seq_lens_cpu_backup, seq_lens_sum_backup = batch.seq_lens_cpu, batch.seq_lens_sum
         if seq_lens_cpu_backup is not None:
@@ -279,6 +290,8 @@ class DDTreeWorker(DFlashWorkerV2):
             target = self._target_tokens(logits, batch)
             acc = self._walk(layout, target, lp.shape[1])
         commit_lens = (acc.accept_len + 1).to(torch.int32)
+        if self._need_mamba_verify_commit:
+            self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
         bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
         out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
@@ -321,6 +334,33 @@ class DDTreeWorker(DFlashWorkerV2):
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _commit_linear_state(self, batch, acc, seq_lens_pre_verify, commit_lens) -> None:
+        """Hybrid targets: copy the last accepted node's per-node linear-attention state
+        (conv window + recurrent state, kept by sglang's tree verify) into the request's state
+        slot. ``acc.accepted[b, t]`` is the verify position of the t-th token of the accepted
+        path, so the chain's "step index" becomes a tree position here."""
+        attn_backend = self.target_worker.model_runner.attn_backend
+        last_node = acc.accepted.gather(1, acc.accept_len.long().unsqueeze(1)).squeeze(1)
+        steps_to_track = None
+        if batch.mamba_track_indices is not None:
+            # Prefix-cache state tracking: the path token that lands on a tracking boundary.
+            from sglang.srt.runtime_context import get_exec
+
+            interval = get_exec().mamba.mamba_track_interval
+            new_lens = seq_lens_pre_verify + commit_lens.to(seq_lens_pre_verify.dtype)
+            crosses = seq_lens_pre_verify // interval != new_lens // interval
+            ith = torch.clamp(new_lens // interval * interval - seq_lens_pre_verify - 1, min=0).long()
+            ok = crosses & (ith < commit_lens.long())
+            node = acc.accepted.gather(1, ith.clamp(max=acc.accepted.shape[1] - 1).unsqueeze(1)).squeeze(1)
+            steps_to_track = torch.where(ok, node.long(), torch.full_like(node.long(), -1))
+        attn_backend.update_mamba_state_after_mtp_verify(
+            last_correct_step_indices=last_node.long(),
+            mamba_track_indices=batch.mamba_track_indices,
+            mamba_steps_to_track=steps_to_track,
+            model=self.target_worker.model_runner.model,
+            req_pool_indices=batch.req_pool_indices[: commit_lens.shape[0]],
+        )
 
     def _verify_mask(self, layout, prefix_lens, batch) -> torch.Tensor:
         # The CPU intel_amx backend reads sglang's QLEN_ONLY layout; GPU backends read the

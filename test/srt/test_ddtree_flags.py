@@ -47,6 +47,7 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(speculative_ddtree_topk=0), "--speculative-ddtree-topk"),
     (dict(speculative_ddtree_max_depth=16), "--speculative-ddtree-max-depth"),
     (dict(speculative_ddtree_oracle_rate=1.5), "--speculative-ddtree-oracle-rate"),
+    (dict(speculative_ddtree_gdn_mode="chunked"), "--speculative-ddtree-gdn-mode"),
     (dict(page_size=2), "--page-size"),
     (dict(pp_size=2), "--pp-size"),
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
@@ -59,6 +60,7 @@ def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
 @pytest.mark.parametrize("kw,flag", [
     (dict(speculative_ddtree_shadow_linear=True), "--speculative-ddtree-shadow-linear"),
     (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
+    (dict(speculative_ddtree_gdn_mode="wy"), "--speculative-ddtree-gdn-mode wy"),
 ])
 def test_unimplemented_flags_fail_clearly(server_args_cls, kw, flag):
     with pytest.raises(NotImplementedError, match=flag):
@@ -70,12 +72,15 @@ def test_ddtree_flags_need_the_ddtree_algorithm(server_args_cls):
         _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_budget=16)
 
 
-def test_hybrid_target_rejected_until_supported(server_args_cls):
-    with pytest.raises(NotImplementedError, match="hybrid"):
-        _args(
-            server_args_cls, model_path=str(tiny_models.model_path("qwen35")),
-            speculative_draft_model_path=str(tiny_models.model_path("dflash-qwen35")),
-        )
+def test_hybrid_target_accepted_with_snapshot_gdn_mode(server_args_cls):
+    # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
+    # GPU smoke suite runs DDTREE on the tiny hybrid end to end.
+    a = _args(
+        server_args_cls, model_path=str(tiny_models.model_path("qwen35")),
+        speculative_draft_model_path=str(tiny_models.model_path("dflash-qwen35")),
+    )
+    assert a.speculative_ddtree_gdn_mode == "snapshot"
+    assert a.speculative_num_draft_tokens == 33
 
 
 def test_cli_has_the_flags(server_args_cls):

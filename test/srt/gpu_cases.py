@@ -1,0 +1,215 @@
+"""GPU smoke cases: one sglang Engine per case, each in its own process.
+
+Why processes: sglang's ``Engine.shutdown`` kills sibling processes of the scheduler tree, and a
+scheduler that dies sends SIGQUIT to its parent, so several engines in one pytest process can
+take the test runner down silently. Each case here runs in a child (``python gpu_cases.py run
+NAME --out DIR``) that writes ``DIR/NAME.json`` (outputs, meta_info, timings, CUDA-graph
+captures seen in the log) and ``DIR/NAME.log``; ``run_all`` runs the plain cases first (the
+references, and the oracle drafter's continuations) and then the rest, several at once (tiny
+models: one H200 holds them all).
+
+Every engine: bf16, triton attention, pytorch sampling, decode/verify CUDA graphs on
+(``cuda_graph_max_bs_decode`` 4), prefill CUDA graph off (captured prefill graphs are not what
+this suite checks and cost up to 80 s of start-up per engine).
+
+    python test/srt/gpu_cases.py all --out /tmp/gpu-smoke [--parallel 4] [--only a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from cpu_engine import PROMPTS, patched_env  # noqa: E402
+
+# Plain runs generate REF_NEW tokens per prompt; speculative runs ask for MIXED_NEW (requests
+# finish mid-batch) and must equal the plain prefix of that length.
+REF_NEW = 40
+MIXED_NEW = [40, 17, 33, 9]
+# The oracle case: every step accepts a full 15-deep path, so 1 + 2 * 16 tokens take 2 steps.
+ORACLE_NEW = 33
+
+
+def _path(name: str) -> str:
+    from sglang_ddtree import tiny_models
+
+    return str(tiny_models.model_path(name))
+
+
+def _dflash(model):
+    return dict(speculative_algorithm="DFLASH", speculative_draft_model_path=_path(f"dflash-{model}"))
+
+
+def _standalone(draft):
+    return dict(speculative_algorithm="STANDALONE", speculative_draft_model_path=_path(draft),
+                speculative_num_steps=3, speculative_eagle_topk=2, speculative_num_draft_tokens=4)
+
+
+def _ddtree(budget, model="llama", **extra):
+    return dict(speculative_algorithm="DDTREE", speculative_draft_model_path=_path(f"dflash-{model}"),
+                speculative_ddtree_budget=budget, speculative_ddtree_topk=4, **extra)
+
+
+# name -> (target model, speculative kwargs factory, what the test asserts beyond equality)
+CASES = {
+    "plain-llama": ("llama", dict, {}),
+    "plain-qwen35": ("qwen35", dict, {}),
+    "dflash-llama": ("llama", lambda: _dflash("llama"), {}),
+    "dflash-qwen35": ("qwen35", lambda: _dflash("qwen35"), {}),
+    # The target drafts for itself: acceptance really happens (accept length > 1).
+    "standalone-topk2-llama": ("llama", lambda: _standalone("llama"), {"accepts": True}),
+    "standalone-topk2-qwen35": ("qwen35", lambda: _standalone("qwen35"), {"accepts": True}),
+    # DDTREE, overlap scheduling on unless named; the hybrid target through sglang's per-node
+    # state path (--speculative-ddtree-gdn-mode snapshot, the default).
+    "ddtree8-llama": ("llama", lambda: _ddtree(8), {}),
+    "ddtree32-llama": ("llama", lambda: _ddtree(32), {}),
+    "ddtree128-llama": ("llama", lambda: _ddtree(128), {}),
+    "ddtree32-llama-nooverlap": ("llama", lambda: _ddtree(32, disable_overlap_schedule=True), {}),
+    "ddtree8-qwen35": ("qwen35", lambda: _ddtree(8, "qwen35"), {}),
+    "ddtree32-qwen35": ("qwen35", lambda: _ddtree(32, "qwen35"), {}),
+    "ddtree128-qwen35": ("qwen35", lambda: _ddtree(128, "qwen35"), {}),
+    # Oracle drafter (testing/oracle_drafter.py): acceptance really happens, at known places.
+    # On the hybrid target these check the linear-attention state commit: a full-depth path,
+    # and a non-first sibling whose state is not the chain's.
+    "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first"}),
+    "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
+    "ddtree15-qwen35-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35"), {"oracle": "first"}),
+    "ddtree16-qwen35-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35"), {"oracle": "sibling"}),
+}
+
+# Expected spec_correct_drafts_histogram per oracle mode for ORACLE_NEW tokens: "first" accepts
+# all 15 drafts twice (1 + 2 * 16 tokens), "sibling" exactly one draft 16 times (1 + 16 * 2).
+ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
+
+
+def engine_kwargs(model: str, spec: dict) -> dict:
+    kw = dict(
+        model_path=_path(model), device="cuda", dtype="bfloat16", attention_backend="triton",
+        sampling_backend="pytorch", mem_fraction_static=0.3, max_total_tokens=8192,
+        max_running_requests=8, cuda_graph_max_bs_decode=4, disable_prefill_cuda_graph=True,
+        log_level="info",
+    )
+    kw.update(spec)
+    return kw
+
+
+def _graph_captures(log_text: str) -> list:
+    return sorted({line.split("Capture ", 1)[1].split(" CUDA graph end")[0]
+                   for line in log_text.splitlines() if "CUDA graph end" in line and "Capture " in line})
+
+
+def run_case(name: str, out: Path) -> dict:
+    """Run one case in this process (the child). Writes and returns the result record."""
+    import sglang as sgl
+
+    model, spec_fn, checks = CASES[name]
+    env = {}
+    plain = name.startswith("plain-")
+    if checks.get("oracle"):
+        ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]
+        oracle = out / f"{name}.oracle.json"
+        oracle.write_text(json.dumps({"mode": checks["oracle"], "continuations": {
+            ",".join(map(str, p)): c for p, c in zip(PROMPTS, ref)}}))
+        env["SGLANG_DDTREE_TEST_ORACLE"] = str(oracle)
+    if plain:
+        new = [REF_NEW] * len(PROMPTS)
+    elif checks.get("oracle"):
+        new = [ORACLE_NEW] * len(PROMPTS)
+    else:
+        new = MIXED_NEW
+    t0 = time.time()
+    with patched_env(env):
+        engine = sgl.Engine(**engine_kwargs(model, spec_fn()))
+    startup = time.time() - t0
+    try:
+        t1 = time.time()
+        outs = engine.generate(
+            input_ids=PROMPTS,
+            sampling_params=[dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new],
+        )
+        gen = time.time() - t1
+        try:
+            info = engine.get_server_info()
+        except Exception as e:  # metrics are reported, never the reason a case fails
+            info = {"error": repr(e)}
+    finally:
+        engine.shutdown()
+    rec = dict(
+        name=name, model=model, max_new_tokens=new, startup_s=round(startup, 1), generate_s=round(gen, 2),
+        output_ids=[o["output_ids"] for o in outs], meta_info=[o["meta_info"] for o in outs],
+        avg_spec_accept_length=(info.get("internal_states") or [{}])[0].get("avg_spec_accept_length"),
+    )
+    (out / f"{name}.json").write_text(json.dumps(rec))
+    return rec
+
+
+def _spawn(name: str, out: Path, timeout_s: int) -> dict:
+    log = out / f"{name}.log"
+    t0 = time.time()
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "run", name, "--out", str(out)],
+                                stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s,
+                                start_new_session=True).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    res = out / f"{name}.json"
+    rec = json.loads(res.read_text()) if res.exists() and rc == 0 else {"name": name}
+    rec.update(rc=rc, wall_s=round(time.time() - t0, 1), graphs=_graph_captures(log.read_text(errors="replace")))
+    if rc != 0:
+        rec["log_tail"] = log.read_text(errors="replace")[-3000:]
+    (out / f"{name}.result.json").write_text(json.dumps(rec))
+    print(f"[gpu_cases] {name}: rc={rc} wall={rec['wall_s']}s startup={rec.get('startup_s')}s "
+          f"graphs={rec['graphs']}", flush=True)
+    return rec
+
+
+def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Optional[int] = None) -> dict:
+    """Run the cases (plain first) in child processes; returns ``{name: record}``."""
+    parallel = parallel or int(os.environ.get("SGLANG_DDTREE_GPU_PARALLEL", "4"))
+    timeout_s = timeout_s or int(os.environ.get("SGLANG_DDTREE_GPU_CASE_TIMEOUT", "480"))
+    out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in CASES if not only or n in only]
+    plain = [n for n in names if n.startswith("plain-")]
+    # Speculative cases need their plain reference; add it if the selection left it out.
+    for n in names:
+        ref = f"plain-{CASES[n][0]}"
+        if ref not in plain:
+            plain.append(ref)
+    rest = [n for n in names if n not in plain]
+    results = {}
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        for phase in (plain, rest):
+            for rec in pool.map(lambda n: _spawn(n, out, timeout_s), phase):
+                results[rec["name"]] = rec
+    (out / "summary.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", help="'all' or 'run'")
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--parallel", type=int, default=None)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    if a.what == "run":
+        run_case(a.name, a.out)
+        return 0
+    res = run_all(a.out, a.parallel, [s for s in a.only.split(",") if s])
+    return 0 if all(r["rc"] == 0 for r in res.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
