@@ -187,6 +187,9 @@ def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Opt
         if ref not in plain:
             plain.append(ref)
     rest = [n for n in names if n not in plain]
+    # Build the tiny models once here (atomic builds would survive a race, but waste minutes).
+    for m in ("llama", "qwen35", "dflash-llama", "dflash-qwen35"):
+        _path(m)
     results = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         for phase in (plain, rest):
