@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 # Bump when the recipe changes so cached directories are rebuilt.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
 VOCAB_SIZE = 512
@@ -223,6 +223,9 @@ def _build_qwen35(dst: Path) -> None:
         **_common_ids(),
     )
     cfg.architectures = ["Qwen3_5ForCausalLM"]
+    # sglang's Qwen3.5 text config derives its layer kinds from this (as Qwen3-Next does);
+    # real Qwen3.5 checkpoints carry it, transformers' config class does not.
+    cfg.full_attention_interval = 4
     _save_random_model(cfg, dst, seed=2, scale=1.0)
 
 
