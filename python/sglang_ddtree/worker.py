@@ -191,6 +191,16 @@ class DDTreeWorker(DFlashWorkerV2):
 
     # ------------------------------------------------------------------ decode step
 
+    def init_attention_backends(self):
+        super().init_attention_backends()
+        if self._need_mamba_verify_commit:
+            linear = getattr(self.target_worker.model_runner.attn_backend, "linear_attn_backend", None)
+            logger.info(
+                "DDTREE: hybrid target, linear-attention state through sglang's per-node path "
+                "(--speculative-ddtree-gdn-mode snapshot); tree mode in the linear backend: %s",
+                getattr(linear, "topk", None),
+            )
+
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None) -> GenerationBatchResult:
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
             return super().forward_batch_generation(batch, on_publish, grammar_barrier)
@@ -252,7 +262,7 @@ class DDTreeWorker(DFlashWorkerV2):
             lp, ids = self._draft_topk(draft_hidden, lm_head)
         if self._oracle is not None:
             vocab = int(lm_head.shard_indices.org_vocab_end_index)
-            lp, ids = self._oracle.topk(batch.reqs, lp.shape[1], self.topk, vocab, device)
+            lp, ids = self._oracle.topk(batch.reqs, lp.shape[1], self.topk, vocab, device, prefix_lens)
 
         # --- 2) Tree and verify layout.
         root = draft_input.bonus_tokens.long()

@@ -72,13 +72,24 @@ def test_ddtree_flags_need_the_ddtree_algorithm(server_args_cls):
         _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_budget=16)
 
 
-def test_hybrid_target_accepted_with_snapshot_gdn_mode(server_args_cls):
-    # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
-    # GPU smoke suite runs DDTREE on the tiny hybrid end to end.
-    a = _args(
-        server_args_cls, model_path=str(tiny_models.model_path("qwen35")),
+def _hybrid(cls):
+    return _args(
+        cls, model_path=str(tiny_models.model_path("qwen35")),
         speculative_draft_model_path=str(tiny_models.model_path("dflash-qwen35")),
     )
+
+
+def test_hybrid_target_rejected_until_lossless(server_args_cls, monkeypatch):
+    monkeypatch.delenv("SGLANG_DDTREE_EXPERIMENTAL_HYBRID", raising=False)
+    with pytest.raises(NotImplementedError, match="hybrid.*--speculative-algorithm DFLASH"):
+        _hybrid(server_args_cls)
+
+
+def test_hybrid_target_developer_opt_in(server_args_cls, monkeypatch):
+    # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
+    # GPU smoke suite runs DDTREE on the tiny hybrid end to end with the opt-in.
+    monkeypatch.setenv("SGLANG_DDTREE_EXPERIMENTAL_HYBRID", "1")
+    a = _hybrid(server_args_cls)
     assert a.speculative_ddtree_gdn_mode == "snapshot"
     assert a.speculative_num_draft_tokens == 33
 

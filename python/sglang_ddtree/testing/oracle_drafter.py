@@ -43,8 +43,14 @@ class OracleDrafter:
         path = os.environ.get(ENV)
         return OracleDrafter(path) if path else None
 
-    def topk(self, reqs, L: int, K: int, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[bs, L, K]`` log-probs (sorted descending) and ids for the batch's requests."""
+    def topk(self, reqs, L: int, K: int, vocab: int, device, prefix_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[bs, L, K]`` log-probs (sorted descending) and ids for the batch's requests.
+
+        ``prefix_lens`` (the batch's committed KV lengths) gives each request's output length
+        as ``prefix - prompt + 1``; under overlap scheduling ``req.output_ids`` runs one step
+        behind the device, so the host list cannot be used there."""
+        if prefix_lens is not None:
+            prefix_lens = [int(x) for x in prefix_lens.tolist()]  # one host read, test-only
         if K < 3:
             raise ValueError("the oracle drafter needs --speculative-ddtree-topk >= 3")
         bs = len(reqs)
@@ -53,7 +59,10 @@ class OracleDrafter:
         ids = torch.empty(bs, L, K, dtype=torch.int64)
         for b, req in enumerate(reqs):
             cont = self.cont.get(",".join(map(str, req.origin_input_ids)), [])
-            j = len(req.output_ids)
+            if prefix_lens is not None:
+                j = prefix_lens[b] - len(req.origin_input_ids) + 1
+            else:
+                j = len(req.output_ids)
             for d in range(1, L + 1):
                 i = j + d - 1
                 true = cont[i] if i < len(cont) else None
