@@ -56,7 +56,8 @@ def test_speculative_equals_plain(results, name):
         pytest.xfail(f"known: {checks['known_bad']} ({cmp})")
     for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run
         assert c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]), cmp
-    assert sum(c["equal"] for c in cmp) >= len(cmp) // 2, cmp
+    # Near-tie cuts must leave a real comparison: at least a quarter of the requested tokens.
+    assert sum(c["compared"] for c in cmp) >= sum(rec["max_new_tokens"]) / 4, cmp
     # The speculative verify ran under a captured graph (DDTREE: the draft graph; its tree
     # verify is eager until the masked verify graph lands, see the DDTREE guard).
     assert any("verify" in g for g in rec["graphs"]), rec["graphs"]
