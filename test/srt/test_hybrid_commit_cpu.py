@@ -1,0 +1,61 @@
+"""The DDTREE worker's linear-state commit for hybrid targets (worker._commit_linear_state): the
+chain's "last accepted step" becomes the verify position of the last node of the accepted
+path, and prefix-cache tracking picks the path token on the tracking boundary. Checked against
+a recording stand-in for sglang's backend (the hybrid model itself cannot run on CPU)."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from sglang_ddtree.core.accept import Acceptance
+from sglang_ddtree.worker import DDTreeWorker
+
+
+class _Backend:
+    def __init__(self):
+        self.calls = []
+
+    def update_mamba_state_after_mtp_verify(self, **kw):
+        self.calls.append(kw)
+
+
+def _worker(backend):
+    w = object.__new__(DDTreeWorker)  # no engine: only the attributes the method reads
+    runner = types.SimpleNamespace(attn_backend=backend, model="target-model")
+    w._target_worker = types.SimpleNamespace(model_runner=runner)  # BaseSpecWorker.target_worker reads it
+    return w
+
+
+def _acc(accepted, accept_len):
+    accepted = torch.tensor(accepted)
+    return Acceptance(accepted=accepted, accept_len=torch.tensor(accept_len),
+                      new_tokens=torch.zeros_like(accepted), num_new=torch.tensor(accept_len) + 1)
+
+
+def test_last_accepted_tree_node_is_committed():
+    be = _Backend()
+    # Request 0 accepted root -> node 5 -> node 9; request 1 accepted nothing (root only).
+    acc = _acc([[0, 5, 9, -1], [0, -1, -1, -1]], [2, 0])
+    batch = types.SimpleNamespace(mamba_track_indices=None, req_pool_indices=torch.tensor([3, 7]))
+    _worker(be)._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([3, 1], dtype=torch.int32))
+    (kw,) = be.calls
+    assert kw["last_correct_step_indices"].tolist() == [9, 0]
+    assert kw["mamba_steps_to_track"] is None and kw["model"] == "target-model"
+    assert kw["req_pool_indices"].tolist() == [3, 7]
+
+
+def test_tracking_boundary_maps_path_index_to_tree_node(monkeypatch):
+    import sglang.srt.runtime_context as rc
+
+    monkeypatch.setattr(rc, "get_exec", lambda: types.SimpleNamespace(mamba=types.SimpleNamespace(mamba_track_interval=8)))
+    be = _Backend()
+    # Request 0: prefix 6, commits 3 tokens (6,7,8): crosses 8; the token at position 7 is path
+    # index 1 = node 4. Request 1: prefix 9, commits 2 (9,10): no boundary -> -1.
+    acc = _acc([[0, 4, 11, -1], [0, 2, -1, -1]], [2, 1])
+    batch = types.SimpleNamespace(mamba_track_indices=torch.tensor([1, 2]), req_pool_indices=torch.tensor([0, 1]))
+    _worker(be)._commit_linear_state(batch, acc, torch.tensor([6, 9]), torch.tensor([3, 2], dtype=torch.int32))
+    (kw,) = be.calls
+    assert kw["last_correct_step_indices"].tolist() == [11, 2]
+    assert kw["mamba_steps_to_track"].tolist() == [4, -1]
