@@ -1,0 +1,322 @@
+"""Snapshot-free tree GatedDeltaNet kernels (Triton): verify, state commit, tree conv, conv commit.
+
+The math is ``core/gdn_tree.py`` (tree WY form): per request and value head, one triangular
+solve over the tree's nodes in topological order with the ancestor mask, decays taken along
+the path. Nothing per node is kept except ``u`` (the solved values), the path decay ``G`` and
+the normalised key, from which the commit rebuilds the accepted node's state from at most
+L + 1 terms and writes it into the request's state slot in place.
+
+Layouts follow sglang's Qwen3.5 GDN layer in TARGET_VERIFY (``bs`` requests, ``N`` verify
+positions each, tokens request-major, ``T = bs * N``):
+
+    q, k   [T, H, K]    raw (the kernel L2-normalises them, eps 1e-6 as sglang does)
+    v      [T, HV, V]
+    a, b   [T, HV]      raw gate inputs: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b)
+    anc    [bs, N, N]   bool/uint8 ancestor mask, self included (``VerifyLayout.ancestor_mask``)
+    state  [slots, HV, V, K] fp32 recurrent state pool (sglang stores S transposed), read-only here
+    state_idx [bs]      slot of each request
+
+Outputs: ``o [T, HV, V]`` and the commit inputs ``u [bs, N, HV, V]`` fp32, ``G [bs, N, HV]``
+fp32, ``kn [bs, N, H, K]`` fp32.
+
+The conv kernels take the layer's pre-conv projections ``x [T, C]``, weights ``[C, W]``, the
+conv state pool ``[slots, C, W-1]`` (oldest first; any strides: sglang's pool is channel-fastest)
+and the tree's ``parent [bs, N]`` (-1 = root).
+
+Every kernel has a plain-torch reference in ``core/gdn_tree.py``; ``test/core/test_gdn_tree_triton.py``
+checks them against float64 path-by-path recurrences (on CPU through the Triton interpreter).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+L2_EPS = 1e-6
+
+
+@triton.jit
+def _softplus(x):
+    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+
+
+@triton.jit
+def _load_normed(p, rows, m_r, o_k, m_k, stride_t, scale):
+    x = tl.load(p + rows[:, None] * stride_t + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.0).to(tl.float32)
+    return x * (scale / tl.sqrt(tl.sum(x * x, 1) + 1e-6))[:, None]
+
+
+@triton.jit
+def _tree_gdn_fwd_kernel(
+    q, k, v, a, b, A_log, dt_bias, anc, state, state_idx,
+    o, u_buf, g_buf, kn_buf,
+    N, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    slot = tl.load(state_idx + i_b).to(tl.int64)
+    # S0 as [K, V] (the pool holds [V, K]).
+    S0 = tl.load(
+        state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None],
+        mask=m_k[:, None] & m_v[None, :], other=0.0,
+    ).to(tl.float32)
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    tok0 = i_b * N
+    anc_b = anc + i_b.to(tl.int64) * N * N
+    qk_stride = H * K
+    p_q = q + (tok0 * H + i_h) * K
+    p_k = k + (tok0 * H + i_h) * K
+    for i in range(NT):
+        rows = i * BT + o_t
+        m_r = rows < N
+        kn_i = _load_normed(p_k, rows, m_r, o_k, m_k, qk_stride, 1.0)
+        qn_i = _load_normed(p_q, rows, m_r, o_k, m_k, qk_stride, scale)
+        v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
+                      mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+        b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+        beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+        # Path decay G_i[t] = sum of g over t's ancestors (self included), from every chunk <= i.
+        G_i = tl.zeros([BT], dtype=tl.float32)
+        for j in range(i + 1):
+            cols = j * BT + o_t
+            m_c = cols < N
+            a_j = tl.load(a + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0).to(tl.float32)
+            g_j = tl.where(m_c, a_neg * _softplus(a_j + dtb), 0.0)
+            anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
+            G_i += tl.sum(tl.where(anc_ij, g_j[None, :], 0.0), 1)
+        eG_i = tl.exp(G_i)
+        rhs = beta_i[:, None] * (v_i - eG_i[:, None] * tl.dot(kn_i, S0, input_precision=PREC))
+        acc = eG_i[:, None] * tl.dot(qn_i, S0, input_precision=PREC)
+        # Earlier chunks: their u is final (forward substitution by node blocks).
+        for j in range(i):
+            cols = j * BT + o_t
+            m_c = cols < N
+            kn_j = _load_normed(p_k, cols, m_c, o_k, m_k, qk_stride, 1.0)
+            G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
+            u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
+                          mask=m_c[:, None] & m_v[None, :], other=0.0)
+            anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
+            dec = tl.where(anc_ij, tl.exp(tl.where(anc_ij, G_i[:, None] - G_j[None, :], 0.0)), 0.0)
+            A_ij = beta_i[:, None] * dec * tl.dot(kn_i, tl.trans(kn_j), input_precision=PREC)
+            rhs -= tl.dot(A_ij, u_j, input_precision=PREC)
+            acc += tl.dot(tl.dot(qn_i, tl.trans(kn_j), input_precision=PREC) * dec, u_j, input_precision=PREC)
+        # The diagonal block: unit lower-triangular solve, row by row (parents precede children).
+        anc_ii = tl.load(anc_b + rows[:, None] * N + rows[None, :], mask=m_r[:, None] & m_r[None, :], other=0) != 0
+        dec_ii = tl.where(anc_ii, tl.exp(tl.where(anc_ii, G_i[:, None] - G_i[None, :], 0.0)), 0.0)
+        strict = anc_ii & (o_t[:, None] != o_t[None, :])
+        A_ii = tl.where(strict, beta_i[:, None] * dec_ii * tl.dot(kn_i, tl.trans(kn_i), input_precision=PREC), 0.0)
+        u_i = rhs
+        for r in tl.static_range(BT):
+            a_r = tl.sum(tl.where(o_t[:, None] == r, A_ii, 0.0), 0)
+            corr = tl.sum(a_r[:, None] * u_i, 0)
+            u_i = tl.where(o_t[:, None] == r, u_i - corr[None, :], u_i)
+        acc += tl.dot(tl.dot(qn_i, tl.trans(kn_i), input_precision=PREC) * dec_ii, u_i, input_precision=PREC)
+        tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
+                 mask=m_r[:, None] & m_v[None, :])
+        tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
+        if i_v == 0:
+            tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+            if i_hv % (HV // H) == 0:
+                tl.store(kn_buf + ((tok0 + rows[:, None]) * H + i_h) * K + o_k[None, :], kn_i,
+                         mask=m_r[:, None] & m_k[None, :])
+        # Later chunks of this program read u (and G) back through global memory.
+        tl.debug_barrier()
+
+
+@triton.jit
+def _tree_gdn_commit_kernel(
+    state, state_idx, u_buf, g_buf, kn_buf, accepted, accept_len,
+    N,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    slot = tl.load(state_idx + i_b).to(tl.int64)
+    p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
+    m_s = m_k[:, None] & m_v[None, :]
+    n_acc = tl.load(accept_len + i_b)
+    tok0 = i_b * N
+    last = tl.load(accepted + i_b * P + n_acc)
+    G_last = tl.load(g_buf + (tok0 + last) * HV + i_hv)
+    S = tl.exp(G_last) * tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
+    for t in range(P):
+        node = tl.load(accepted + i_b * P + t)
+        on = (t <= n_acc) & (node >= 0)
+        node = tl.where(on, node, 0)
+        w = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
+        kn = tl.load(kn_buf + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0)
+        u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
+        S += w * kn[:, None] * u[None, :]
+    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
+
+
+@triton.jit
+def _tree_conv_kernel(
+    x, w, bias, conv_state, state_idx, parent, out,
+    N, C, s_slot, s_c, s_w,
+    KW: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr,
+):
+    i_c = tl.program_id(0)
+    i_n = tl.program_id(1)
+    i_b = tl.program_id(2)
+    o_c = i_c * BC + tl.arange(0, BC)
+    o_n = i_n * BN + tl.arange(0, BN)
+    m_c = o_c < C
+    m_n = o_n < N
+    slot = tl.load(state_idx + i_b).to(tl.int64)
+    tok0 = i_b * N
+    acc = tl.zeros([BN, BC], dtype=tl.float32)
+    if HAS_BIAS:
+        acc += tl.load(bias + o_c, mask=m_c, other=0.0).to(tl.float32)[None, :]
+    cur = tl.where(m_n, o_n, -1)
+    up = tl.zeros([BN], dtype=tl.int32)
+    for j in tl.static_range(KW):
+        # Tap j (0 = the node itself) uses weight column KW-1-j; above the root it reads the
+        # committed state from its newest column backwards.
+        in_tree = cur >= 0
+        xv = tl.load(x + (tok0 + tl.maximum(cur, 0))[:, None] * C + o_c[None, :],
+                     mask=in_tree[:, None] & m_c[None, :], other=0.0).to(tl.float32)
+        col = (KW - 1) - up
+        use_state = (~in_tree) & m_n & (col >= 0)
+        sv = tl.load(conv_state + slot * s_slot + o_c[None, :] * s_c + tl.maximum(col, 0)[:, None] * s_w,
+                     mask=use_state[:, None] & m_c[None, :], other=0.0).to(tl.float32)
+        wc = tl.load(w + o_c * KW + (KW - 1 - j), mask=m_c, other=0.0).to(tl.float32)
+        acc += tl.where(in_tree[:, None], xv, sv) * wc[None, :]
+        par = tl.load(parent + tok0 + tl.maximum(cur, 0), mask=in_tree, other=-1)
+        up = tl.where(in_tree, tl.where(par < 0, 1, 0), up + 1)
+        cur = tl.where(in_tree, par, -1)
+    if SILU:
+        acc = acc / (1.0 + tl.exp(-acc))
+    tl.store(out + (tok0 + o_n)[:, None] * C + o_c[None, :], acc.to(out.dtype.element_ty),
+             mask=m_n[:, None] & m_c[None, :])
+
+
+@triton.jit
+def _tree_conv_commit_kernel(
+    x, conv_state, state_idx, accepted, accept_len,
+    N, C, s_slot, s_c, s_w,
+    KW: tl.constexpr, P: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr,
+):
+    i_c = tl.program_id(0)
+    i_b = tl.program_id(1)
+    o_c = i_c * BC + tl.arange(0, BC)
+    o_w = tl.arange(0, BW)
+    m_c = o_c < C
+    m_w = o_w < KW - 1
+    slot = tl.load(state_idx + i_b).to(tl.int64)
+    n = tl.load(accept_len + i_b)  # path = accepted[0 .. n]
+    p_s = conv_state + slot * s_slot + o_c[:, None] * s_c + o_w[None, :] * s_w
+    # New column c = element n + 1 + c of (old state ++ path inputs).
+    src = n + 1 + o_w
+    from_state = src < KW - 1
+    old = tl.load(conv_state + slot * s_slot + o_c[:, None] * s_c + tl.minimum(src, KW - 2)[None, :] * s_w,
+                  mask=m_c[:, None] & (m_w & from_state)[None, :], other=0.0)
+    t = tl.maximum(src - (KW - 1), 0)
+    node = tl.load(accepted + i_b * P + tl.minimum(t, P - 1), mask=m_w & ~from_state, other=0)
+    xv = tl.load(x + (i_b * N + tl.maximum(node, 0))[None, :] * C + o_c[:, None],
+                 mask=m_c[:, None] & (m_w & ~from_state)[None, :], other=0.0)
+    new = tl.where(from_state[None, :], old, xv.to(old.dtype))
+    tl.debug_barrier()  # every old column is read before any is overwritten
+    tl.store(p_s, new.to(conv_state.dtype.element_ty), mask=m_c[:, None] & m_w[None, :])
+
+
+# ----------------------------------------------------------------------------- wrappers
+
+
+def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
+                    block_t: int = 16, block_v: int = 32, precision: str = "ieee"):
+    """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
+
+    Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32,
+    kn [bs, N, H, K] fp32)``. ``state`` is not modified (see :func:`tree_gdn_commit`).
+    """
+    T, H, K = k.shape
+    HV, V = v.shape[1], v.shape[2]
+    bs, N = anc.shape[0], anc.shape[1]
+    if T != bs * N:
+        raise ValueError(f"tree_gdn_verify: {T} tokens for {bs} trees of {N} nodes")
+    if HV % H:
+        raise ValueError(f"tree_gdn_verify: {HV} value heads not a multiple of {H} key heads")
+    scale = K ** -0.5 if scale is None else scale
+    dev = v.device
+    o = torch.empty_like(v)
+    u = torch.empty(bs, N, HV, V, dtype=torch.float32, device=dev)
+    G = torch.empty(bs, N, HV, dtype=torch.float32, device=dev)
+    kn = torch.empty(bs, N, H, K, dtype=torch.float32, device=dev)
+    BK = max(16, triton.next_power_of_2(K))
+    BV = min(max(16, triton.next_power_of_2(V)), block_v)
+    grid = (triton.cdiv(V, BV), bs * HV)
+    _tree_gdn_fwd_kernel[grid](
+        q.contiguous(), k.contiguous(), v.contiguous(), a.contiguous(), b.contiguous(),
+        A_log.contiguous(), dt_bias.contiguous(), anc.to(torch.uint8).contiguous(), state,
+        state_idx.to(torch.int32).contiguous(), o, u, G, kn, N, float(scale),
+        H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, NT=triton.cdiv(N, block_t), PREC=precision,
+        num_warps=4,
+    )
+    return o, u, G, kn
+
+
+def tree_gdn_commit(state, state_idx, u, G, kn, accepted, accept_len, block_v: int = 32) -> None:
+    """Write each request's accepted-node state into ``state[state_idx[b]]`` in place.
+
+    ``accepted [bs, P]`` verify positions of the accepted path (root first, -1 padded);
+    ``accept_len [bs]`` accepted drafts (the path has ``accept_len + 1`` nodes).
+    """
+    bs, N, HV, V = u.shape
+    H, K = kn.shape[2], kn.shape[3]
+    P = accepted.shape[1]
+    BK = max(16, triton.next_power_of_2(K))
+    BV = min(max(16, triton.next_power_of_2(V)), block_v)
+    _tree_gdn_commit_kernel[(triton.cdiv(V, BV), bs * HV)](
+        state, state_idx.to(torch.int32).contiguous(), u, G, kn,
+        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N,
+        H=H, HV=HV, K=K, V=V, P=P, BK=BK, BV=BV, num_warps=4,
+    )
+
+
+def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
+              block_n: int = 16, block_c: int = 64):
+    """Depthwise causal conv over each node's ancestor window. ``x [bs*N, C]`` -> ``[bs*N, C]``."""
+    bs, N = parent.shape
+    C, KW = weight.shape
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(C, block_c), triton.cdiv(N, block_n), bs)
+    _tree_conv_kernel[grid](
+        x.contiguous(), weight.contiguous(), bias if bias is not None else weight, conv_state,
+        state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, N, C,
+        *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
+    )
+    return out
+
+
+def tree_conv_commit(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64) -> None:
+    """New conv state (last W-1 inputs along the accepted path) written in place."""
+    bs = accepted.shape[0]
+    N = x.shape[0] // bs
+    C, W1 = conv_state.shape[1], conv_state.shape[2]
+    _tree_conv_commit_kernel[(triton.cdiv(C, block_c), bs)](
+        x.contiguous(), conv_state, state_idx.to(torch.int32).contiguous(),
+        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N, C,
+        *conv_state.stride(), KW=W1 + 1, P=accepted.shape[1], BC=block_c, BW=max(2, triton.next_power_of_2(W1)),
+    )

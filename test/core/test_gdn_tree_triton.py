@@ -1,0 +1,240 @@
+"""Snapshot-free tree GDN Triton kernels vs float64 path-by-path references.
+
+Without a GPU the kernels run in the Triton interpreter (numpy), so shapes stay small. The
+interpreter must be switched on before triton is first imported (it changes how triton's own
+library is built), so on CPU this file re-runs itself in a child process with
+``TRITON_INTERPRET=1`` (``test_kernels_in_triton_interpreter``); with a GPU the same tests run
+compiled, in process. Fresh random inputs every run; outputs are
+poisoned (NaN) first so an element the kernel fails to write fails the test.
+
+Tolerances (max abs error relative to the reference's max abs value): fp32 inputs 2e-5 (IEEE
+fp32 dots; measured ~3e-7 in the interpreter, the rest is accumulation order), bf16 inputs
+1e-2 (the reference uses the same bf16-rounded inputs in float64, so what remains is the
+kernel's fp32 arithmetic and the bf16 rounding of its output: measured ~4e-3). Using the
+causal mask instead of the ancestor mask gives ~0.9, so the checks see tree-structure errors.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sglang_ddtree.core import gdn_tree
+from sglang_ddtree.core.tree_builder import DraftTree, build_tree
+from sglang_ddtree.core.verify_layout import build_verify_layout
+
+HAS_CUDA = torch.cuda.is_available()
+CHILD_ENV = "SGLANG_DDTREE_TRITON_INTERP_CHILD"
+IN_CHILD = os.environ.get(CHILD_ENV) == "1"
+
+kernels_here = pytest.mark.skipif(
+    not (HAS_CUDA or IN_CHILD), reason="runs compiled on a GPU, or in the interpreter child process"
+)
+
+
+@pytest.fixture(scope="module")
+def kern():
+    import sglang_ddtree.kernels.gdn_tree_triton as m
+
+    return m
+
+
+DEV = "cuda" if HAS_CUDA else "cpu"
+
+
+# ----------------------------------------------------------------------------- trees
+
+
+def _explicit(parents, n):
+    """A layout-like (parent [N], anc [N, N]) from a parent list, padded to n nodes."""
+    p = torch.full((n,), -1, dtype=torch.int64)
+    p[: len(parents)] = torch.tensor(parents)
+    return p, gdn_tree.ancestor_mask(p)
+
+
+def _from_builder(budget, width, K, seed):
+    g = torch.Generator().manual_seed(seed)
+    L = 15
+    lp = torch.randn(1, L, K, generator=g).sort(-1, descending=True).values.log_softmax(-1)
+    ids = torch.randint(0, 1000, (1, L, K), generator=g)
+    tree = build_tree(lp, ids, budget, None, L)
+    if width - 1 > budget:  # pad like the worker does
+        extra = width - 1 - budget
+        cat = lambda x, f: torch.cat([x, torch.full((1, extra), f, dtype=x.dtype)], 1)  # noqa: E731
+        tree = DraftTree(depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),
+                         token=cat(tree.token, -1), score=cat(tree.score, float("-inf")))
+    lay = build_verify_layout(tree, torch.tensor([1]), torch.tensor([5]), L)
+    return lay.parent[0], lay.ancestor_mask[0]
+
+
+def _trees(n):
+    """Chains, a star, a deep-and-bushy builder tree, a padded builder tree: all with n nodes."""
+    return [
+        _explicit(list(range(-1, n - 1)), n),                       # chain
+        _explicit([-1] + [0] * (n - 1), n),                          # star
+        _from_builder(n - 1, n, 4, seed=int(torch.randint(0, 10**6, ()))),   # best-first tree
+        _from_builder(max(1, n // 2 - 1), n, 3, seed=int(torch.randint(0, 10**6, ()))),  # + padding
+    ]
+
+
+# ----------------------------------------------------------------------------- GDN
+
+
+def _gdn_inputs(bs, n, H, HV, K, V, dtype, slots=5):
+    T = bs * n
+    q = torch.randn(T, H, K).to(dtype)
+    k = torch.randn(T, H, K).to(dtype)
+    v = torch.randn(T, HV, V).to(dtype)
+    a = torch.randn(T, HV).to(dtype)
+    b = torch.randn(T, HV).to(dtype)
+    A_log = torch.randn(HV) * 0.5
+    dt_bias = torch.randn(HV) * 0.5
+    state = torch.randn(slots, HV, V, K) * 0.3
+    return q, k, v, a, b, A_log, dt_bias, state
+
+
+def _reference(q, k, v, a, b, A_log, dt_bias, parents, S0s, scale):
+    """float64, request by request, path by path."""
+    n = parents[0].numel()
+    outs, states = [], []
+    g = (-torch.exp(A_log.double()) * F.softplus(a.double() + dt_bias.double()))
+    beta = torch.sigmoid(b.double())
+    for r, par in enumerate(parents):
+        sl = slice(r * n, (r + 1) * n)
+        qn = q[sl].double() / torch.sqrt((q[sl].double() ** 2).sum(-1, keepdim=True) + 1e-6)
+        kn = k[sl].double() / torch.sqrt((k[sl].double() ** 2).sum(-1, keepdim=True) + 1e-6)
+        o, st = gdn_tree.gdn_tree_path_reference(qn, kn, v[sl], g[sl], beta[sl], par, S0s[r].transpose(-1, -2), scale)
+        outs.append(o)
+        states.append(st)
+    return torch.cat(outs), states
+
+
+def _rel(x, ref):
+    assert not torch.isnan(x).any(), "NaN in kernel output (an element was not written)"
+    return float((x.double().cpu() - ref).abs().max() / ref.abs().max().clamp(min=1e-30))
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("n", [16, 23, 40])
+@kernels_here
+def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n):
+    H, HV, K, V = 2, 4, 32, 32
+    trees = _trees(n)
+    bs = len(trees)  # a batch of different trees
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, dtype)
+    anc = torch.stack([t[1] for t in trees])
+    parents = [t[0] for t in trees]
+    slots = torch.tensor([3, 0, 4, 1])
+    scale = K ** -0.5
+    ref_o, ref_states = _reference(q, k, v, a, b, A_log, dt_bias, parents, state[slots], scale)
+
+    dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
+    st = state.clone().to(DEV)
+    o, u, G, kn = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale)
+    assert o.dtype == dtype and o.shape == v.shape
+    assert _rel(o, ref_o) < tol
+    assert torch.equal(st.cpu(), state)  # verify never writes the state pool
+
+    # Commit a different accepted path per request: the deepest node, a leaf, the root, a mid node.
+    picks = []
+    for r, par in enumerate(parents):
+        depth = torch.tensor([len(gdn_tree.path_of(par, i)) for i in range(n)])
+        picks.append([int(depth.argmax()), n - 1, 0, n // 2][r])
+    P = 16
+    accepted = torch.full((bs, P), -1, dtype=torch.int64)
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    for r, node in enumerate(picks):
+        path = gdn_tree.path_of(parents[r], node)[:P]
+        node = path[-1]
+        picks[r] = node
+        accepted[r, : len(path)] = torch.tensor(path)
+        accept_len[r] = len(path) - 1
+    kern.tree_gdn_commit(st, slots.to(DEV), u, G, kn, accepted.to(DEV), accept_len.to(DEV))
+    st = st.cpu()
+    for r, node in enumerate(picks):
+        want = ref_states[r][node].transpose(-1, -2)  # pool layout [HV, V, K]
+        assert _rel(st[slots[r]], want) < tol, (r, node)
+    untouched = [i for i in range(state.shape[0]) if i not in slots.tolist()]
+    assert torch.equal(st[untouched], state[untouched])
+
+
+@kernels_here
+def test_tree_gdn_deep_chain_and_wide_tree_fp32(kern):
+    # A 16-deep chain (max DDTree depth) batched with a 64-node best-first tree (several node blocks).
+    H, HV, K, V = 1, 2, 16, 16
+    n = 64
+    trees = [_explicit(list(range(-1, 15)), n), _from_builder(n - 1, n, 8, seed=7)]
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(2, n, H, HV, K, V, torch.float32, slots=2)
+    anc = torch.stack([t[1] for t in trees])
+    ref_o, _ = _reference(q, k, v, a, b, A_log, dt_bias, [t[0] for t in trees], state[[1, 0]], K ** -0.5)
+    o, *_ = kern.tree_gdn_verify(*[x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)],
+                                 state.to(DEV), torch.tensor([1, 0]).to(DEV))
+    assert _rel(o, ref_o) < 2e-4
+
+
+@kernels_here
+def test_tree_gdn_rejects_bad_shapes(kern):
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, 8, 2, 4, 16, 16, torch.float32)
+    anc = torch.eye(9, dtype=torch.bool).unsqueeze(0)  # 9 nodes but 8 tokens
+    with pytest.raises(ValueError, match="tokens"):
+        kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, torch.tensor([0]))
+
+
+# ----------------------------------------------------------------------------- conv
+
+
+@pytest.mark.parametrize("n", [16, 37])
+@kernels_here
+def test_tree_conv_and_commit_match_path_reference(kern, n):
+    C, W = 48, 4
+    trees = _trees(n)
+    bs = len(trees)
+    x = torch.randn(bs * n, C)
+    weight = torch.randn(C, W)
+    bias = torch.randn(C)
+    # sglang's conv pool is channel-fastest: allocate [slots, W-1, C] and view it as [slots, C, W-1].
+    pool = torch.randn(5, W - 1, C).transpose(1, 2)
+    slots = torch.tensor([2, 4, 0, 3])
+    parents = torch.stack([t[0] for t in trees])
+    ref = torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, bias, pool[slots[r]], parents[r])
+                     for r in range(bs)])
+    out = kern.tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV))
+    assert _rel(out, ref) < 1e-5
+    out_nb = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV), activation=False)
+    ref_nb = torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, None, pool[slots[r]], parents[r], activation=False)
+                        for r in range(bs)])
+    assert _rel(out_nb, ref_nb) < 1e-5
+
+    P = 16
+    accepted = torch.full((bs, P), -1, dtype=torch.int64)
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    want = {}
+    for r in range(bs):
+        node = [n - 1, 0, n // 2, 1][r]
+        path = gdn_tree.path_of(parents[r], node)[:P]
+        accepted[r, : len(path)] = torch.tensor(path)
+        accept_len[r] = len(path) - 1
+        want[r] = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], pool[slots[r]], torch.tensor(path))
+    st = pool.clone().to(DEV)
+    kern.tree_conv_commit(x.to(DEV), st, slots.to(DEV), accepted.to(DEV), accept_len.to(DEV))
+    st = st.cpu()
+    for r in range(bs):
+        assert torch.equal(st[slots[r]], want[r]), r
+    assert torch.equal(st[1], pool[1])  # a slot no request owns is untouched
+
+
+@pytest.mark.skipif(HAS_CUDA or IN_CHILD, reason="the CPU entry point; runs this file in the interpreter")
+def test_kernels_in_triton_interpreter():
+    env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_ENV: "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve())],
+        env=env, capture_output=True, text=True, timeout=1200,
+    )
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
