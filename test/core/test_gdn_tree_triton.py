@@ -136,7 +136,7 @@ def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n):
 
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
     st = state.clone().to(DEV)
-    o, u, G, kn = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale)
+    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale)
     assert o.dtype == dtype and o.shape == v.shape
     assert _rel(o, ref_o) < tol
     assert torch.equal(st.cpu(), state)  # verify never writes the state pool
@@ -155,7 +155,7 @@ def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n):
         picks[r] = node
         accepted[r, : len(path)] = torch.tensor(path)
         accept_len[r] = len(path) - 1
-    kern.tree_gdn_commit(st, slots.to(DEV), u, G, kn, accepted.to(DEV), accept_len.to(DEV))
+    kern.tree_gdn_commit(st, slots.to(DEV), u, G, dev_args[1], accepted.to(DEV), accept_len.to(DEV))
     st = st.cpu()
     for r, node in enumerate(picks):
         want = ref_states[r][node].transpose(-1, -2)  # pool layout [HV, V, K]

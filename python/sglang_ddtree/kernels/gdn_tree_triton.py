@@ -16,8 +16,8 @@ positions each, tokens request-major, ``T = bs * N``):
     state  [slots, HV, V, K] fp32 recurrent state pool (sglang stores S transposed), read-only here
     state_idx [bs]      slot of each request
 
-Outputs: ``o [T, HV, V]`` and the commit inputs ``u [bs, N, HV, V]`` fp32, ``G [bs, N, HV]``
-fp32, ``kn [bs, N, H, K]`` fp32.
+Outputs: ``o [T, HV, V]`` and the commit inputs ``u [bs, N, HV, V]`` fp32 and ``G [bs, N, HV]``
+fp32; the commit also reads the raw keys ``k`` again (the caller keeps the layer's ``k``).
 
 The conv kernels take the layer's pre-conv projections ``x [T, C]``, weights ``[C, W]``, the
 conv state pool ``[slots, C, W-1]`` (oldest first; any strides: sglang's pool is channel-fastest)
@@ -50,7 +50,7 @@ def _load_normed(p, rows, m_r, o_k, m_k, stride_t, scale):
 @triton.jit
 def _tree_gdn_fwd_kernel(
     q, k, v, a, b, A_log, dt_bias, anc, state, state_idx,
-    o, u_buf, g_buf, kn_buf,
+    o, u_buf, g_buf,
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr,
@@ -129,16 +129,13 @@ def _tree_gdn_fwd_kernel(
         tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
         if i_v == 0:
             tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
-            if i_hv % (HV // H) == 0:
-                tl.store(kn_buf + ((tok0 + rows[:, None]) * H + i_h) * K + o_k[None, :], kn_i,
-                         mask=m_r[:, None] & m_k[None, :])
         # Later chunks of this program read u (and G) back through global memory.
         tl.debug_barrier()
 
 
 @triton.jit
 def _tree_gdn_commit_kernel(
-    state, state_idx, u_buf, g_buf, kn_buf, accepted, accept_len,
+    state, state_idx, u_buf, g_buf, k, accepted, accept_len,
     N,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -165,7 +162,8 @@ def _tree_gdn_commit_kernel(
         on = (t <= n_acc) & (node >= 0)
         node = tl.where(on, node, 0)
         w = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
-        kn = tl.load(kn_buf + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0)
+        kr = tl.load(k + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0).to(tl.float32)
+        kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w * kn[:, None] * u[None, :]
     tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
@@ -248,8 +246,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
                     block_t: int = 16, block_v: int = 32, precision: str = "ieee"):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
-    Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32,
-    kn [bs, N, H, K] fp32)``. ``state`` is not modified (see :func:`tree_gdn_commit`).
+    Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
+    ``state`` is not modified (see :func:`tree_gdn_commit`).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -263,33 +261,33 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     o = torch.empty_like(v)
     u = torch.empty(bs, N, HV, V, dtype=torch.float32, device=dev)
     G = torch.empty(bs, N, HV, dtype=torch.float32, device=dev)
-    kn = torch.empty(bs, N, H, K, dtype=torch.float32, device=dev)
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
     grid = (triton.cdiv(V, BV), bs * HV)
     _tree_gdn_fwd_kernel[grid](
         q.contiguous(), k.contiguous(), v.contiguous(), a.contiguous(), b.contiguous(),
         A_log.contiguous(), dt_bias.contiguous(), anc.to(torch.uint8).contiguous(), state,
-        state_idx.to(torch.int32).contiguous(), o, u, G, kn, N, float(scale),
+        state_idx.to(torch.int32).contiguous(), o, u, G, N, float(scale),
         H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, NT=triton.cdiv(N, block_t), PREC=precision,
         num_warps=4,
     )
-    return o, u, G, kn
+    return o, u, G
 
 
-def tree_gdn_commit(state, state_idx, u, G, kn, accepted, accept_len, block_v: int = 32) -> None:
+def tree_gdn_commit(state, state_idx, u, G, k, accepted, accept_len, block_v: int = 32) -> None:
     """Write each request's accepted-node state into ``state[state_idx[b]]`` in place.
 
-    ``accepted [bs, P]`` verify positions of the accepted path (root first, -1 padded);
-    ``accept_len [bs]`` accepted drafts (the path has ``accept_len + 1`` nodes).
+    ``k [T, H, K]`` the raw keys given to :func:`tree_gdn_verify`; ``accepted [bs, P]`` verify
+    positions of the accepted path (root first, -1 padded); ``accept_len [bs]`` accepted drafts
+    (the path has ``accept_len + 1`` nodes).
     """
     bs, N, HV, V = u.shape
-    H, K = kn.shape[2], kn.shape[3]
+    H, K = k.shape[1], k.shape[2]
     P = accepted.shape[1]
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
     _tree_gdn_commit_kernel[(triton.cdiv(V, BV), bs * HV)](
-        state, state_idx.to(torch.int32).contiguous(), u, G, kn,
+        state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
         accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N,
         H=H, HV=HV, K=K, V=V, P=P, BK=BK, BV=BV, num_warps=4,
     )

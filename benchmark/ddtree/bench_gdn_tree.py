@@ -1,0 +1,175 @@
+"""Tree GatedDeltaNet verify at Qwen3.6-27B shapes: our snapshot-free kernels vs sglang's
+per-node-snapshot kernel, side by side in one process (issue: tree-aware GDN).
+
+Per layer: 16 QK heads, 48 V heads, head dims 128, conv 4 over 10240 channels; 48 GDN layers.
+Times are the median of CUDA-event-timed repeats of ONE layer's call, times 48 (every layer
+does the same work on different weights). Trees come from the DDTree builder on random
+per-depth log-probs (L = 15, K = 8): realistic best-first shapes; "chain" is a 16-node chain.
+
+    python benchmark/ddtree/bench_gdn_tree.py --out results.json
+    python benchmark/ddtree/bench_gdn_tree.py --smoke          # tiny shapes, no upstream (CPU: TRITON_INTERPRET=1)
+
+Columns: ours = tree_gdn_verify + tree_conv (+ both commits, reported apart); upstream =
+causal_conv1d_update + fused_sigmoid_gating_delta_rule_update in tree mode (retrieve_parent_token)
+with per-node intermediate states; extra memory per request is what each method keeps per
+verify step beyond the committed state (all 48 layers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from sglang_ddtree.core.tree_builder import build_tree  # noqa: E402
+from sglang_ddtree.core.verify_layout import build_verify_layout  # noqa: E402
+
+LAYERS = 48
+QWEN = dict(H=16, HV=48, K=128, V=128, KW=4)
+
+
+def _tree_layout(bs, budget, L=15, K=8, seed=0, chain=False):
+    g = torch.Generator().manual_seed(seed)
+    if chain:
+        lp = torch.full((bs, L, 1), 0.0)
+        ids = torch.randint(0, 1000, (bs, L, 1), generator=g)
+        budget = L
+    else:
+        lp = torch.randn(bs, L, K, generator=g).sort(-1, descending=True).values.log_softmax(-1)
+        ids = torch.randint(0, 1000, (bs, L, K), generator=g)
+    tree = build_tree(lp, ids, budget, None, L)
+    return build_verify_layout(tree, torch.zeros(bs, dtype=torch.long), torch.full((bs,), 100), L)
+
+
+def _time(fn, iters, warmup=3):
+    dev = torch.cuda.is_available()
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(iters):
+        if dev:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            ts.append(s.elapsed_time(e))
+        else:
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee"):
+    from sglang_ddtree.kernels import gdn_tree_triton as kern
+
+    H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
+    C = 2 * H * K + HV * V
+    lay = _tree_layout(bs, budget, chain=chain)
+    N = lay.parent.shape[1]
+    T = bs * N
+    bf = torch.bfloat16
+    q = torch.randn(T, H, K, device=dev, dtype=bf)
+    k = torch.randn(T, H, K, device=dev, dtype=bf)
+    v = torch.randn(T, HV, V, device=dev, dtype=bf)
+    a = torch.randn(T, HV, device=dev, dtype=bf)
+    b = torch.randn(T, HV, device=dev, dtype=bf)
+    A_log = torch.randn(HV, device=dev) * 0.5
+    dt_bias = torch.randn(HV, device=dev) * 0.5
+    slots = bs + 1
+    state = torch.randn(slots, HV, V, K, device=dev) * 0.1
+    sidx = torch.arange(bs, device=dev, dtype=torch.int32)
+    anc = lay.ancestor_mask.to(dev)
+    parent = lay.parent.to(dev)
+    x = torch.randn(T, C, device=dev, dtype=bf)
+    w = torch.randn(C, KW, device=dev, dtype=bf)
+    conv_pool = torch.randn(slots, KW - 1, C, device=dev, dtype=bf).transpose(1, 2)
+    accepted = torch.full((bs, 16), -1, dtype=torch.int64)
+    accepted[:, 0] = 0
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    accepted, accept_len = accepted.to(dev), accept_len.to(dev)
+
+    out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
+    held = {}
+
+    def ours():
+        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=precision)
+        kern.tree_conv(x, w, None, conv_pool, sidx, parent)
+
+    out["ours_ms_48"] = _time(ours, iters) * LAYERS
+    _, u, G = held["r"]
+    st = state.clone()
+    cp = conv_pool.clone()
+    out["ours_commit_ms_48"] = _time(lambda: (kern.tree_gdn_commit(st, sidx, u, G, k, accepted, accept_len),
+                                              kern.tree_conv_commit(x, cp, sidx, accepted, accept_len)), iters) * LAYERS
+    # Kept per request per step (48 layers): u (fp32), G (fp32), the layer's raw k and conv
+    # inputs x (bf16) for the commits.
+    out["ours_extra_mib_per_req"] = LAYERS * N * (HV * V * 4 + HV * 4 + H * K * 2 + C * 2) / 2**20
+    if upstream:
+        from sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent import (
+            fused_sigmoid_gating_delta_rule_update,
+        )
+        from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
+
+        inter = torch.empty(bs, N, HV, V, K, device=dev, dtype=torch.float32)
+        inter_conv = torch.empty(bs, N, C, KW - 1, device=dev, dtype=bf)
+        rpt = torch.empty(bs, N, dtype=torch.int64, device=dev)
+        fc, ns = lay.first_child.to(dev).contiguous(), lay.next_sibling.to(dev).contiguous()
+        cu = torch.arange(0, T + 1, N, device=dev, dtype=torch.int32)
+
+        def theirs():
+            xc = x.view(bs, N, C).transpose(1, 2)
+            causal_conv1d_update(xc, conv_pool, w, None, "silu", conv_state_indices=sidx,
+                                 intermediate_conv_window=inter_conv, intermediate_state_indices=sidx,
+                                 retrieve_next_token=fc, retrieve_next_sibling=ns, retrieve_parent_token=rpt)
+            fused_sigmoid_gating_delta_rule_update(
+                A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0,
+                q=q.unsqueeze(0), k=k.unsqueeze(0), v=v.unsqueeze(0), b=b, initial_state_source=state,
+                initial_state_indices=sidx, use_qk_l2norm_in_kernel=True, cu_seqlens=cu,
+                disable_state_update=True, intermediate_states_buffer=inter, intermediate_state_indices=sidx,
+                cache_steps=N, retrieve_parent_token=rpt)
+
+        out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
+        out["upstream_extra_mib_per_req"] = LAYERS * N * (HV * V * K * 4 + C * (KW - 1) * 2) / 2**20
+        out["speedup"] = out["upstream_ms_48"] / out["ours_ms_48"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--precision", default="ieee", choices=["ieee", "tf32"])
+    ap.add_argument("--no-upstream", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU interpreter check)")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    shp = QWEN
+    if a.smoke:
+        shp = dict(H=1, HV=2, K=16, V=16, KW=4)
+        a.bs, a.budgets, a.iters, a.no_upstream = [1, 2], [8], 1, True
+    rows = []
+    for bs in a.bs:
+        rows.append(run_case(bs, 15, shp, dev, a.iters, not a.no_upstream, chain=True, precision=a.precision))
+        print(json.dumps(rows[-1]), flush=True)
+        for budget in a.budgets:
+            rows.append(run_case(bs, budget, shp, dev, a.iters, not a.no_upstream, precision=a.precision))
+            print(json.dumps(rows[-1]), flush=True)
+    meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
+            "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters}
+    if a.out:
+        a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
