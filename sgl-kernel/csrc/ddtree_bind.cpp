@@ -11,6 +11,9 @@ cudaError_t ddtree_build_tree_layout(
     int64_t*, int64_t*, uint8_t*, cudaStream_t);
 cudaError_t ddtree_tree_walk(const int64_t*, const int64_t*, const int64_t*, const int64_t*, int,
                              int, int, int64_t*, int64_t*, int64_t*, cudaStream_t);
+cudaError_t ddtree_gdn_tree_commit(float*, const int32_t*, const float*, const float*, const void*,
+                                   int, const int32_t*, const int32_t*, int, int, int, int, int, int,
+                                   int, cudaStream_t);
 }
 
 static void check(const torch::Tensor& t, torch::ScalarType dt, int dim, const char* name) {
@@ -72,7 +75,34 @@ std::vector<torch::Tensor> tree_walk(torch::Tensor tokens, torch::Tensor first, 
   return {accepted, accept_len, new_tokens};
 }
 
+// In place: state[state_idx[b]] <- the accepted node's GDN state (ddtree_gdn_commit.cu).
+void gdn_tree_commit(torch::Tensor state, torch::Tensor state_idx, torch::Tensor u, torch::Tensor G,
+                     torch::Tensor k, torch::Tensor accepted, torch::Tensor accept_len) {
+  check(state, torch::kFloat32, 4, "state [slots, HV, V, K]");
+  check(state_idx, torch::kInt32, 1, "state_idx");
+  check(u, torch::kFloat32, 4, "u [bs, N, HV, V]");
+  check(G, torch::kFloat32, 3, "G [bs, N, HV]");
+  TORCH_CHECK(k.is_cuda() && k.is_contiguous() && k.dim() == 3, "k must be a contiguous CUDA [T, H, K]");
+  TORCH_CHECK(k.scalar_type() == torch::kBFloat16 || k.scalar_type() == torch::kFloat32, "k must be bf16 or fp32");
+  check(accepted, torch::kInt32, 2, "accepted [bs, P]");
+  check(accept_len, torch::kInt32, 1, "accept_len");
+  const int64_t bs = u.size(0), N = u.size(1), HV = u.size(2), V = u.size(3);
+  const int64_t H = k.size(1), K = k.size(2), P = accepted.size(1);
+  TORCH_CHECK(k.size(0) == bs * N, "k must have bs * N tokens");
+  TORCH_CHECK(state.size(1) == HV && state.size(2) == V && state.size(3) == K, "state must be [slots, HV, V, K]");
+  TORCH_CHECK(HV % H == 0, "value heads must be a multiple of key heads");
+  TORCH_CHECK(G.size(0) == bs && G.size(1) == N && G.size(2) == HV, "G must be [bs, N, HV]");
+  TORCH_CHECK(state_idx.size(0) == bs && accept_len.size(0) == bs && accepted.size(0) == bs, "batch mismatch");
+  cudaError_t err = ddtree_gdn_tree_commit(
+      state.data_ptr<float>(), state_idx.data_ptr<int32_t>(), u.data_ptr<float>(), G.data_ptr<float>(),
+      k.data_ptr(), k.scalar_type() == torch::kBFloat16, accepted.data_ptr<int32_t>(),
+      accept_len.data_ptr<int32_t>(), (int)bs, (int)N, (int)H, (int)HV, (int)K, (int)V, (int)P,
+      c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "ddtree_gdn_tree_commit: ", cudaGetErrorString(err));
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gdn_tree_commit", &gdn_tree_commit, "DDTree tree-GDN state commit (in place)");
   m.def("build_tree_layout", &build_tree_layout, "DDTree best-first tree + verify layout");
   m.def("tree_walk", &tree_walk, "DDTree tree walk");
 }

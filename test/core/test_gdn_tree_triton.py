@@ -238,3 +238,37 @@ def test_kernels_in_triton_interpreter():
     )
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+
+
+@pytest.mark.gpu
+def test_cuda_commit_equals_triton_commit_and_reference(kern):
+    from sglang_ddtree.kernels import tree_cuda
+
+    if tree_cuda.available() is not None:
+        pytest.skip(f"CUDA tree kernels unavailable: {tree_cuda.available()}")
+    H, HV, K, V, n = 16, 48, 128, 128, 65  # Qwen3.6-27B GDN heads, budget 64
+    trees = _trees(n)
+    bs = len(trees)
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, torch.bfloat16)
+    anc = torch.stack([t[1] for t in trees])
+    parents = [t[0] for t in trees]
+    slots = torch.tensor([3, 0, 4, 1])
+    args = [x.cuda() for x in (q, k, v, a, b, A_log, dt_bias, anc)]
+    st0 = state.cuda()
+    o, u, G = kern.tree_gdn_verify(*args, st0, slots.cuda())
+    P = 16
+    accepted = torch.full((bs, P), -1, dtype=torch.int64)
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    for r, par in enumerate(parents):
+        path = gdn_tree.path_of(par, [n - 1, n // 3, 0, 5][r])[:P]
+        accepted[r, : len(path)] = torch.tensor(path)
+        accept_len[r] = len(path) - 1
+    st_tr, st_cu = st0.clone(), st0.clone()
+    kern.tree_gdn_commit(st_tr, slots.cuda(), u, G, args[1], accepted.cuda(), accept_len.cuda())
+    tree_cuda.gdn_tree_commit(st_cu, slots.cuda(), u, G, args[1], accepted.cuda(), accept_len.cuda())
+    assert not torch.isnan(st_cu).any()
+    torch.testing.assert_close(st_cu, st_tr, rtol=1e-5, atol=1e-5)
+    _, ref_states = _reference(q, k, v, a, b, A_log, dt_bias, parents, state[slots], K ** -0.5)
+    for r in range(bs):
+        node = int(accepted[r, accept_len[r]])
+        assert _rel(st_cu[slots[r]], ref_states[r][node].transpose(-1, -2)) < 1e-2

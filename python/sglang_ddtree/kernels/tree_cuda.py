@@ -42,7 +42,7 @@ def _load():
     out.mkdir(parents=True, exist_ok=True)
     return load(
         name="sglang_ddtree_tree",
-        sources=[str(_CSRC / "ddtree_bind.cpp"), str(_CSRC / "ddtree_tree.cu")],
+        sources=[str(_CSRC / "ddtree_bind.cpp"), str(_CSRC / "ddtree_tree.cu"), str(_CSRC / "ddtree_gdn_commit.cu")],
         extra_cuda_cflags=["-O3"],
         build_directory=str(out),
         verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1",
@@ -95,3 +95,11 @@ def tree_walk(layout: VerifyLayout, target: torch.Tensor, max_depth: int) -> Acc
         layout.next_sibling.contiguous(), target.long().contiguous(), max_depth,
     )
     return Acceptance(accepted=accepted, accept_len=accept_len, new_tokens=new_tokens, num_new=accept_len + 1)
+
+
+def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:
+    """CUDA tree-GDN state commit, same contract as ``gdn_tree_triton.tree_gdn_commit``."""
+    _load().gdn_tree_commit(
+        state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
+        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(),
+    )
