@@ -40,6 +40,7 @@ def register() -> None:
     from sglang_ddtree.compat.hybrid_tree import register_hybrid_tree_hooks
     from sglang_ddtree.compat.qwen35_text import register_qwen35_text_hooks
     from sglang_ddtree.compat.trimmed_bundle import register_trimmed_bundle_hooks
+    from sglang_ddtree.metrics import register_metrics_hooks
     from sglang_ddtree.compat.spec_finish import register_spec_finish_hook
     from sglang_ddtree.registration import register_ddtree, register_graph_guards, register_server_args
 
@@ -50,6 +51,7 @@ def register() -> None:
     register_qwen35_text_hooks()
     register_hybrid_tree_hooks()
     register_trimmed_bundle_hooks()
+    register_metrics_hooks()
     register_spec_finish_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":
         from sglang_ddtree.compat.cpu import register_cpu_hooks

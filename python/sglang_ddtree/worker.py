@@ -40,6 +40,7 @@ from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import DraftTree, build_tree
 from .core.verify_layout import build_verify_layout
 from .debug_log import DebugLog, StepTimer
+from .metrics import DDTreeStats
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ class DDTreeWorker(DFlashWorkerV2):
 
         self._oracle = OracleDrafter.from_env()  # test-only, see testing/oracle_drafter.py
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
+        self.stats = DDTreeStats(self.budget, self.max_depth, self.device)  # metrics.py
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             from .kernels import tree_cuda
@@ -300,6 +302,7 @@ class DDTreeWorker(DFlashWorkerV2):
             target = self._target_tokens(logits, batch)
             acc = self._walk(layout, target, lp.shape[1])
         commit_lens = (acc.accept_len + 1).to(torch.int32)
+        self.stats.record(acc.accept_len, tree.depth)
         if self._need_mamba_verify_commit:
             self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
         bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)

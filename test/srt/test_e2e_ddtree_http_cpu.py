@@ -30,6 +30,7 @@ def server(tmp_path_factory):
     args = [
         # Accept-length totals fold into /server_info at each decode log line.
         "--decode-log-interval", "1",
+        "--enable-metrics",
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", str(tiny_models.model_path("dflash-llama")),
         "--speculative-ddtree-budget", "15", "--speculative-ddtree-topk", "4",
@@ -56,6 +57,32 @@ def test_generate_equals_hf_with_full_path_acceptance_and_server_info(server):
     avg = info["internal_states"][0]["avg_spec_accept_length"]
     # Health-check and warm-up requests (no oracle continuation, accept 1) dilute the mean.
     assert avg > 4, avg
+
+    # DDTREE's own statistics (sglang_ddtree/metrics.py). This is the module's first request
+    # batch: the only full-depth accepts are its 4 requests x 2 steps; every other request-step
+    # (warm-up, health checks) accepted nothing. Every tree is the oracle's 15-deep chain.
+    dd = info["internal_states"][0]["ddtree"]
+    hist = dd["accept_length_histogram"]
+    assert dd["budget"] == 15 and dd["max_depth"] == 15 and len(hist) == 16
+    assert hist[15] == 8 and sum(hist) == dd["request_steps"] == hist[0] + 8, dd
+    assert dd["depth_reached_histogram"][15] == dd["request_steps"] and dd["avg_tree_nodes"] == 15.0
+    assert dd["avg_accept_length"] == pytest.approx((15 * 8 + dd["request_steps"]) / dd["request_steps"])
+
+    # The same counts on the Prometheus endpoint (exported every --decode-log-interval steps).
+    text = requests.get(base + "/metrics", timeout=30).text
+    count = _metric(text, "sglang:ddtree_accept_length_count")
+    total = _metric(text, "sglang:ddtree_accept_length_sum")
+    assert count == dd["request_steps"] and total == 15 * 8, (count, total)
+    assert _metric(text, "sglang:ddtree_depth_reached_count") == dd["request_steps"]
+    assert _metric(text, "sglang:ddtree_tree_nodes_avg") == 15.0
+
+
+def _metric(text, name):
+    """Sum of a metric's samples over label sets (one scheduler here)."""
+    vals = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(name + "{") or line.startswith(name + " ")]
+    assert vals, f"{name} not exported:\n" + "\n".join(x for x in text.splitlines() if "ddtree" in x)
+    return sum(vals)
 
 
 def test_openai_chat_equals_hf(server):

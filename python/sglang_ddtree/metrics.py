@@ -1,0 +1,129 @@
+"""DDTREE step statistics: accept-length and depth-reached histograms, tree size.
+
+The worker records every step into device-side counters (no host sync on the decode path);
+they are read only when asked:
+
+- ``/server_info`` (``get_server_info()``): ``internal_states[i]["ddtree"]`` is
+  :meth:`DDTreeStats.snapshot` (hook on ``Scheduler.get_internal_state``);
+- the Prometheus endpoint (``--enable-metrics``): ``sglang:ddtree_accept_length`` (histogram of
+  accepted drafts per request-step, buckets 0..L), ``sglang:ddtree_depth_reached`` (histogram of
+  the deepest tree level built per request-step) and ``sglang:ddtree_tree_nodes_avg``, exported
+  every ``--decode-log-interval`` decode steps with sglang's own metric labels (hook on
+  ``SchedulerMetricsReporter.report_decode_stats``).
+
+Per request, sglang's own ``meta_info`` fields carry the accept statistics
+(``spec_accept_length``, ``spec_correct_drafts_histogram``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class DDTreeStats:
+    """Counters over request-steps (one request in one DDTREE step)."""
+
+    def __init__(self, budget: int, max_depth: int, device):
+        self.budget = int(budget)
+        self.max_depth = int(max_depth)
+        self.accept_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
+        self.depth_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
+        self.nodes = torch.zeros((), dtype=torch.int64, device=device)
+        self.batch_steps = 0  # host-side count of DDTREE steps (batches)
+
+    def record(self, accept_len: torch.Tensor, tree_depth: torch.Tensor) -> None:
+        """``accept_len [bs]`` accepted drafts; ``tree_depth [bs, B']`` node depths (<= 0: none)."""
+        ones = torch.ones_like(accept_len, dtype=torch.int64)
+        self.accept_hist.index_add_(0, accept_len.long().clamp(0, self.max_depth), ones)
+        reached = tree_depth.long().clamp(min=0).amax(dim=1).clamp(max=self.max_depth)
+        self.depth_hist.index_add_(0, reached, ones)
+        self.nodes += (tree_depth > 0).sum()
+        self.batch_steps += 1
+
+    def snapshot(self) -> dict:
+        """Host copy (one device read): what /server_info reports."""
+        acc = self.accept_hist.tolist()
+        n = sum(acc)
+        return {
+            "budget": self.budget,
+            "max_depth": self.max_depth,
+            "steps": self.batch_steps,
+            "request_steps": n,
+            "accept_length_histogram": acc,
+            # tokens committed per request-step: accepted drafts + the bonus token
+            "avg_accept_length": (sum(i * c for i, c in enumerate(acc)) + n) / n if n else 0.0,
+            "depth_reached_histogram": self.depth_hist.tolist(),
+            "avg_tree_nodes": int(self.nodes) / n if n else 0.0,
+        }
+
+
+class PrometheusExport:
+    """Pushes the counters' increments into prometheus_client metrics (scheduler process)."""
+
+    def __init__(self, stats: DDTreeStats, labels: dict):
+        from prometheus_client import Gauge, Histogram
+
+        names = list(labels)
+        buckets = [float(i) for i in range(stats.max_depth + 1)]
+        self.labels = labels
+        self.accept = Histogram("sglang:ddtree_accept_length", "DDTREE accepted drafts per request-step.",
+                                labelnames=names, buckets=buckets)
+        self.depth = Histogram("sglang:ddtree_depth_reached", "DDTREE deepest draft-tree level per request-step.",
+                               labelnames=names, buckets=buckets)
+        self.nodes = Gauge("sglang:ddtree_tree_nodes_avg", "DDTREE average draft-tree nodes per request-step.",
+                           labelnames=names, multiprocess_mode="mostrecent")
+        self.stats = stats
+        self._acc = [0] * (stats.max_depth + 1)
+        self._dep = [0] * (stats.max_depth + 1)
+
+    def export(self) -> None:
+        snap = self.stats.snapshot()
+        for hist, last, new in ((self.accept, self._acc, snap["accept_length_histogram"]),
+                                (self.depth, self._dep, snap["depth_reached_histogram"])):
+            h = hist.labels(**self.labels)
+            for value, (before, now) in enumerate(zip(last, new)):
+                for _ in range(now - before):
+                    h.observe(value)
+                last[value] = now
+        self.nodes.labels(**self.labels).set(snap["avg_tree_nodes"])
+
+
+def _ddtree_worker(scheduler):
+    from .worker import DDTreeWorker
+
+    w = getattr(scheduler, "draft_worker", None)
+    return w if isinstance(w, DDTreeWorker) else None
+
+
+def _internal_state_after(result, self, *args, **kwargs):
+    worker = _ddtree_worker(self)
+    if worker is not None and isinstance(getattr(result, "internal_state", None), dict):
+        result.internal_state["ddtree"] = worker.stats.snapshot()
+    return result
+
+
+def _decode_stats_after(result, self, *args, **kwargs):
+    scheduler = getattr(self, "scheduler", None)
+    worker = _ddtree_worker(scheduler) if scheduler is not None else None
+    if worker is None or not getattr(self, "enable_metrics", False):
+        return result
+    interval = max(1, int(getattr(scheduler.server_args, "decode_log_interval", 40) or 40))
+    worker._metrics_calls = getattr(worker, "_metrics_calls", 0) + 1
+    if worker._metrics_calls % interval:
+        return result
+    if getattr(worker, "_prometheus", None) is None:
+        worker._prometheus = PrometheusExport(worker.stats, dict(self.metrics_collector.labels))
+    worker._prometheus.export()
+    return result
+
+
+def register_metrics_hooks() -> None:
+    """sglang has no seam for a speculative algorithm's own metrics: two AFTER hooks."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state",
+                          _internal_state_after, HookType.AFTER)
+    HookRegistry.register(
+        "sglang.srt.managers.scheduler_components.metrics_reporter.SchedulerMetricsReporter.report_decode_stats",
+        _decode_stats_after, HookType.AFTER,
+    )
