@@ -54,13 +54,14 @@ class DebugLog:
     def enabled(self) -> bool:
         return self.path is not None
 
-    def write(self, reqs, prefix_lens, tree, accepted, accept_len, new_tokens, timings) -> None:
+    def write(self, reqs, prefix_lens, tree, accepted, accept_len, new_tokens, timings, shadow=None) -> None:
         if not self.path:
             return
         self.step += 1
         depth, parent, token, score = (x.tolist() for x in (tree.depth, tree.parent, tree.token, tree.score))
         acc, alen, new = accepted.tolist(), accept_len.tolist(), new_tokens.tolist()
         prefix = prefix_lens.tolist()
+        sh = None if shadow is None else (shadow[0].tolist(), shadow[1].tolist())
         with open(self.path, "a", encoding="utf-8") as f:
             for b, req in enumerate(reqs):
                 nodes = [
@@ -69,8 +70,11 @@ class DebugLog:
                     if depth[b][i] > 0
                 ]
                 a = alen[b]
-                f.write(json.dumps({
+                line = {
                     "rid": getattr(req, "rid", None), "step": self.step, "prefix_len": prefix[b],
                     "tree": nodes, "accepted_nodes": [p - 1 for p in acc[b][1 : a + 1]], "accept_len": a,
                     "new_tokens": new[b][: a + 1], "timings_ms": timings,
-                }) + "\n")
+                }
+                if sh is not None:  # --speculative-ddtree-shadow-linear
+                    line["shadow_chain_accept_len"], line["shadow_chain_censored"] = sh[0][b], bool(sh[1][b])
+                f.write(json.dumps(line) + "\n")

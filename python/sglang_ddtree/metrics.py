@@ -23,9 +23,13 @@ import torch
 class DDTreeStats:
     """Counters over request-steps (one request in one DDTREE step)."""
 
-    def __init__(self, budget: int, max_depth: int, device):
+    def __init__(self, budget: int, max_depth: int, device, shadow: bool = False):
         self.budget = int(budget)
         self.max_depth = int(max_depth)
+        self.shadow = bool(shadow)
+        # --speculative-ddtree-shadow-linear: what the DFLASH chain would have accepted.
+        self.shadow_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
+        self.shadow_censored = torch.zeros((), dtype=torch.int64, device=device)
         self.accept_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
         self.depth_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
         self.nodes = torch.zeros((), dtype=torch.int64, device=device)
@@ -40,11 +44,17 @@ class DDTreeStats:
         self.nodes += (tree_depth > 0).sum()
         self.batch_steps += 1
 
+    def record_shadow(self, chain_accept: torch.Tensor, censored: torch.Tensor) -> None:
+        """``chain_accept [bs]`` (core/shadow_chain.py), ``censored [bs]``: lower bounds."""
+        ones = torch.ones_like(chain_accept, dtype=torch.int64)
+        self.shadow_hist.index_add_(0, chain_accept.long().clamp(0, self.max_depth), ones)
+        self.shadow_censored += censored.sum()
+
     def snapshot(self) -> dict:
         """Host copy (one device read): what /server_info reports."""
         acc = self.accept_hist.tolist()
         n = sum(acc)
-        return {
+        out = {
             "budget": self.budget,
             "max_depth": self.max_depth,
             "steps": self.batch_steps,
@@ -55,6 +65,17 @@ class DDTreeStats:
             "depth_reached_histogram": self.depth_hist.tolist(),
             "avg_tree_nodes": int(self.nodes) / n if n else 0.0,
         }
+        if self.shadow:
+            sh = self.shadow_hist.tolist()
+            m = sum(sh)
+            out["shadow_chain"] = {
+                "accept_length_histogram": sh,
+                "avg_accept_length": (sum(i * c for i, c in enumerate(sh)) + m) / m if m else 0.0,
+                # request-steps where the chain's count is a lower bound (the tree did not
+                # contain the node that would have told how much more it accepts)
+                "censored_request_steps": int(self.shadow_censored),
+            }
+        return out
 
 
 class PrometheusExport:
@@ -70,6 +91,13 @@ class PrometheusExport:
                                 labelnames=names, buckets=buckets)
         self.depth = Histogram("sglang:ddtree_depth_reached", "DDTREE deepest draft-tree level per request-step.",
                                labelnames=names, buckets=buckets)
+        self.shadow = None
+        if stats.shadow:
+            self.shadow = Histogram("sglang:ddtree_shadow_chain_accept_length",
+                                    "DFLASH-chain accepted drafts per request-step, computed alongside DDTREE "
+                                    "(--speculative-ddtree-shadow-linear; censored steps count their lower bound).",
+                                    labelnames=names, buckets=buckets)
+        self._sh = [0] * (stats.max_depth + 1)
         self.nodes = Gauge("sglang:ddtree_tree_nodes_avg", "DDTREE average draft-tree nodes per request-step.",
                            labelnames=names, multiprocess_mode="mostrecent")
         self.stats = stats
@@ -78,8 +106,11 @@ class PrometheusExport:
 
     def export(self) -> None:
         snap = self.stats.snapshot()
-        for hist, last, new in ((self.accept, self._acc, snap["accept_length_histogram"]),
-                                (self.depth, self._dep, snap["depth_reached_histogram"])):
+        pairs = [(self.accept, self._acc, snap["accept_length_histogram"]),
+                 (self.depth, self._dep, snap["depth_reached_histogram"])]
+        if self.shadow is not None:
+            pairs.append((self.shadow, self._sh, snap["shadow_chain"]["accept_length_histogram"]))
+        for hist, last, new in pairs:
             h = hist.labels(**self.labels)
             for value, (before, now) in enumerate(zip(last, new)):
                 for _ in range(now - before):

@@ -47,7 +47,8 @@ class DDTreeServerArgs(ServerArgs):
     ] = None
     speculative_ddtree_shadow_linear: A[
         bool,
-        "DDTREE: also compute what the DFLASH chain would have accepted and report both.",
+        "DDTREE: also compute what the DFLASH chain (rank-0 drafts) would have accepted each step and report "
+        "both (/server_info ddtree.shadow_chain, Prometheus, debug JSONL).",
         NS("spec"),
     ] = False
     speculative_ddtree_oracle_rate: A[
@@ -121,8 +122,6 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     not_yet = []
     if mode == "wy":
         not_yet.append("--speculative-ddtree-gdn-mode wy")
-    if server_args.speculative_ddtree_shadow_linear:
-        not_yet.append("--speculative-ddtree-shadow-linear")
     if float(r) > 0:
         not_yet.append("--speculative-ddtree-oracle-rate")
     if not_yet:

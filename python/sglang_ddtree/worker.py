@@ -36,6 +36,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 
 from .core.accept import target_tokens, tree_walk
+from .core.shadow_chain import shadow_chain_accept
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import DraftTree, build_tree
 from .core.verify_layout import build_verify_layout
@@ -145,7 +146,8 @@ class DDTreeWorker(DFlashWorkerV2):
 
         self._oracle = OracleDrafter.from_env()  # test-only, see testing/oracle_drafter.py
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
-        self.stats = DDTreeStats(self.budget, self.max_depth, self.device)  # metrics.py
+        self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
+        self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)  # metrics.py
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             from .kernels import tree_cuda
@@ -303,9 +305,14 @@ class DDTreeWorker(DFlashWorkerV2):
             acc = self._walk(layout, target, lp.shape[1])
         commit_lens = (acc.accept_len + 1).to(torch.int32)
         self.stats.record(acc.accept_len, tree.depth)
+        bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
+        shadow = None
+        if self.shadow:
+            node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
+            shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, ids[:, :, 0], bonus, lp.shape[1])
+            self.stats.record_shadow(*shadow)
         if self._need_mamba_verify_commit:
             self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
-        bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
         out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
 
@@ -334,7 +341,8 @@ class DDTreeWorker(DFlashWorkerV2):
         )
         logits_output.hidden_states = None
         if self._debug.enabled:
-            self._debug.write(batch.reqs, prefix_lens, tree, acc.accepted, acc.accept_len, acc.new_tokens, timer.ms)
+            self._debug.write(batch.reqs, prefix_lens, tree, acc.accepted, acc.accept_len, acc.new_tokens, timer.ms,
+                              shadow=shadow)
 
         return GenerationBatchResult(
             logits_output=logits_output,

@@ -58,13 +58,16 @@ def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
 
 
 @pytest.mark.parametrize("kw,flag", [
-    (dict(speculative_ddtree_shadow_linear=True), "--speculative-ddtree-shadow-linear"),
     (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
     (dict(speculative_ddtree_gdn_mode="wy"), "--speculative-ddtree-gdn-mode wy"),
 ])
 def test_unimplemented_flags_fail_clearly(server_args_cls, kw, flag):
     with pytest.raises(NotImplementedError, match=flag):
         _args(server_args_cls, **kw)
+
+
+def test_shadow_linear_is_accepted(server_args_cls):
+    assert _args(server_args_cls, speculative_ddtree_shadow_linear=True).speculative_ddtree_shadow_linear is True
 
 
 def test_ddtree_flags_need_the_ddtree_algorithm(server_args_cls):

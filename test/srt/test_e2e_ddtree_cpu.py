@@ -31,14 +31,17 @@ def _greedy(max_new, **kw):
     return dict(temperature=0.0, max_new_tokens=max_new, **kw)
 
 
-def _run(prompts_params, env=None, **spec):
-    """Start an engine, run each (prompts, sampling_params) batch, go idle, serve once more."""
+def _run(prompts_params, env=None, info_out=None, **spec):
+    """Start an engine, run each (prompts, sampling_params) batch, go idle, serve once more.
+    ``info_out``: a list that receives the engine's server info right after the batches."""
     import sglang as sgl
 
     with patched_env(dict(STRICT, **(env or {}))):
         engine = sgl.Engine(**engine_kwargs(**spec))
     try:
         results = [engine.generate(input_ids=p, sampling_params=sp) for p, sp in prompts_params]
+        if info_out is not None:
+            info_out.append(engine.get_server_info())
         time.sleep(1.0)  # idle: the scheduler runs its memory invariant check
         after = engine.generate(input_ids=PROMPTS[:1], sampling_params=_greedy(8))
     finally:
@@ -126,9 +129,11 @@ def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, refer
 
 def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, tmp_path):
     debug = tmp_path / "steps.jsonl"
+    info = []
     runs, after = _run(
         [batches["mixed"]], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["sibling"]},
-        speculative_ddtree_debug_jsonl=str(debug), **_ddtree(budget=16),
+        info_out=info, speculative_ddtree_debug_jsonl=str(debug), speculative_ddtree_shadow_linear=True,
+        **_ddtree(budget=16),
     )
     assert _ids(runs[0]) == reference["mixed"]
     for o in runs[0]:
@@ -148,6 +153,14 @@ def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, t
             assert node["parent"] == -1 and node["depth"] == 1  # a child of the root...
             assert x["accepted_nodes"][0] != 0  # ...but not the best one: a later sibling
             assert set(x["timings_ms"]) == {"draft", "tree", "verify", "accept"}
+            # --speculative-ddtree-shadow-linear: the chain's rank-0 draft at depth 1 is wrong
+            # every step, so the DFLASH chain would have accepted nothing (exactly, not a bound).
+            assert x["shadow_chain_accept_len"] == 0 and x["shadow_chain_censored"] is False
+    dd = info[0]["internal_states"][0]["ddtree"]
+    assert dd["accept_length_histogram"][:2] == [0, 64] and sum(dd["accept_length_histogram"]) == 64
+    assert dd["shadow_chain"] == {"accept_length_histogram": [64] + [0] * 15, "avg_accept_length": 1.0,
+                                  "censored_request_steps": 0}
+    assert dd["avg_accept_length"] == 2.0
 
 
 def test_oracle_nowhere_accepts_nothing(batches, reference):
