@@ -48,6 +48,21 @@ def _load_normed(p, rows, m_r, o_k, m_k, stride_t, scale):
 
 
 @triton.jit
+def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+               BK: tl.constexpr, BV: tl.constexpr):
+    """Grid (V tiles, bs * HV): this program's request, value head, key head, tile offsets and slot."""
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    slot = tl.load(state_idx + i_b).to(tl.int64)
+    return i_v, i_b, i_hv, i_h, o_k, o_v, o_k < K, o_v < V, slot
+
+
+@triton.jit
 def _tree_gdn_fwd_kernel(
     q, k, v, a, b, A_log, dt_bias, anc, state, state_idx,
     o, u_buf, g_buf,
@@ -56,17 +71,8 @@ def _tree_gdn_fwd_kernel(
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr,
     PREC: tl.constexpr,
 ):
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
-    slot = tl.load(state_idx + i_b).to(tl.int64)
     # S0 as [K, V] (the pool holds [V, K]).
     S0 = tl.load(
         state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None],
@@ -140,16 +146,7 @@ def _tree_gdn_commit_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
 ):
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
-    slot = tl.load(state_idx + i_b).to(tl.int64)
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
     m_s = m_k[:, None] & m_v[None, :]
     n_acc = tl.load(accept_len + i_b)
