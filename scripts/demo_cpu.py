@@ -39,13 +39,10 @@ def pair(tiny: bool):
         return str(tiny_models.model_path("llama")), str(tiny_models.model_path("dflash-llama")), None
     from transformers import AutoTokenizer
 
-    from sglang_ddtree.real_models import drafter_path, smollm2_path
+    from sglang_ddtree.real_models import chat_ids, drafter_path, smollm2_path
 
     target = smollm2_path()
-    tok = AutoTokenizer.from_pretrained(str(target))
-    ids = [list(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
-                                        tokenize=True)["input_ids"]) for c in CHAT]
-    return str(target), str(drafter_path()), ids
+    return str(target), str(drafter_path()), chat_ids(AutoTokenizer.from_pretrained(str(target)), CHAT)
 
 
 def run(label: str, target: str, prompts, max_new: int, **spec) -> tuple[list, float, float]:

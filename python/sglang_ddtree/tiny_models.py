@@ -69,8 +69,12 @@ def _synthetic_corpus(n_lines: int = 4000, seed: int = 0) -> list[str]:
 
 
 def _atomic_build(name: str, builder: Callable[[Path], None]) -> Path:
-    """Build into a temp dir and rename, so concurrent test processes never see half a model."""
-    out = build_dir() / f"{name}-v{RECIPE_VERSION}"
+    return atomic_build(build_dir() / f"{name}-v{RECIPE_VERSION}", builder)
+
+
+def atomic_build(out: Path, builder: Callable[[Path], None]) -> Path:
+    """Run ``builder`` into a temp dir beside ``out`` and rename it there, once: concurrent
+    processes never see half a model, and a finished ``out`` is reused."""
     if (out / ".complete").exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -136,10 +136,7 @@ def humaneval_prompts() -> list[str]:
         return [json.loads(line)["prompt"] for line in f]
 
 
-def chat_ids(tok, text: str) -> list[int]:
-    msgs = [{"role": "user", "content": "Complete this Python function.\n\n" + text}]
-    out = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-    return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+TASK = "Complete this Python function.\n\n"
 
 
 @torch.no_grad()
@@ -200,7 +197,7 @@ def make_batch(seqs, feats, prompt_lens, n_anchor, B, mask_id, gen):
 def train(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .real_models import smollm2_path
+    from .real_models import chat_ids, smollm2_path
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -218,7 +215,7 @@ def train(args) -> dict:
     H, L_t = cfg.hidden_size, cfg.num_hidden_layers
     layer_ids = [int(x) for x in args.target_layer_ids.split(",")]
     assert max(layer_ids) < L_t - 1, "sglang captures the output of layer i as the input of layer i + 1"
-    prompts = [chat_ids(tok, t) for t in humaneval_prompts()][: args.num_prompts]
+    prompts = chat_ids(tok, [TASK + t for t in humaneval_prompts()[: args.num_prompts]])
     # The target's continuations are the slow part on a CPU: cached per (target, prompts, length).
     key = hashlib.sha256(json.dumps([str(tpath), prompts, args.max_new]).encode()).hexdigest()[:16]
     cache = tpath.parent / f"dflash-train-continuations-{key}.json"

@@ -38,7 +38,7 @@ from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_f
 from .core.accept import target_tokens, tree_walk
 from .core.shadow_chain import shadow_chain_accept
 from .core.topk import local_topk, merge_rank_topk
-from .core.tree_builder import DraftTree, build_tree
+from .core.tree_builder import build_tree, pad_tree
 from .core.verify_layout import build_verify_layout
 from .debug_log import DebugLog, StepTimer
 from .metrics import DDTreeStats
@@ -83,22 +83,6 @@ def verify_width(budget: int, block_size: int) -> int:
 def drafter_block_size(draft_hf_config) -> int:
     """The DFlash drafter's block size, from its own config (16 when the config is silent)."""
     return int(parse_dflash_draft_config(draft_hf_config=draft_hf_config).resolve_block_size(default=16))
-
-
-def pad_tree(tree: DraftTree, nodes: int) -> DraftTree:
-    """Pad a ``[bs, B]`` tree with padding nodes to ``[bs, nodes]``."""
-    bs, b = tree.depth.shape
-    if nodes == b:
-        return tree
-    extra = nodes - b
-
-    def cat(x, fill):
-        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
-
-    return DraftTree(
-        depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),
-        token=cat(tree.token, -1), score=cat(tree.score, float("-inf")),
-    )
 
 
 def path_first_permutation(accepted: torch.Tensor, width: int) -> torch.Tensor:
@@ -148,6 +132,7 @@ class DDTreeWorker(DFlashWorkerV2):
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)  # metrics.py
+        self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             from .kernels import tree_cuda

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from sglang_ddtree.core import gdn_tree
-from sglang_ddtree.core.tree_builder import DraftTree, build_tree
+from sglang_ddtree.core.tree_builder import build_tree, pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout
 
 HAS_CUDA = torch.cuda.is_available()
@@ -63,12 +63,7 @@ def _from_builder(budget, width, K, seed):
     L = 15
     lp = torch.randn(1, L, K, generator=g).sort(-1, descending=True).values.log_softmax(-1)
     ids = torch.randint(0, 1000, (1, L, K), generator=g)
-    tree = build_tree(lp, ids, budget, None, L)
-    if width - 1 > budget:  # pad like the worker does
-        extra = width - 1 - budget
-        cat = lambda x, f: torch.cat([x, torch.full((1, extra), f, dtype=x.dtype)], 1)  # noqa: E731
-        tree = DraftTree(depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),
-                         token=cat(tree.token, -1), score=cat(tree.score, float("-inf")))
+    tree = pad_tree(build_tree(lp, ids, budget, None, L), width - 1)  # padded like the worker's
     lay = build_verify_layout(tree, torch.tensor([1]), torch.tensor([5]), L)
     return lay.parent[0], lay.ancestor_mask[0]
 

@@ -23,13 +23,10 @@ STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
 def pair():
     from transformers import AutoTokenizer
 
-    from sglang_ddtree.real_models import drafter_path, smollm2_path
+    from sglang_ddtree.real_models import chat_ids, drafter_path, smollm2_path
 
     target = smollm2_path()
-    tok = AutoTokenizer.from_pretrained(str(target))
-    ids = [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                        tokenize=True)["input_ids"]) for p in PROMPTS]
-    return str(target), str(drafter_path()), ids
+    return str(target), str(drafter_path()), chat_ids(AutoTokenizer.from_pretrained(str(target)), PROMPTS)
 
 
 def _run(target, ids, **spec):

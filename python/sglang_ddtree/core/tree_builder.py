@@ -195,3 +195,19 @@ def _empty(bs: int, B: int, dev) -> DraftTree:
         depth=neg, parent=neg.clone(), rank=neg.clone(), token=neg.clone(),
         score=torch.full((bs, B), float("-inf"), device=dev),
     )
+
+
+def pad_tree(tree: DraftTree, nodes: int) -> DraftTree:
+    """Pad a ``[bs, B]`` tree with padding nodes to ``[bs, nodes]``."""
+    bs, b = tree.depth.shape
+    if nodes == b:
+        return tree
+    extra = nodes - b
+
+    def cat(x, fill):
+        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
+
+    return DraftTree(
+        depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),
+        token=cat(tree.token, -1), score=cat(tree.score, float("-inf")),
+    )
