@@ -32,6 +32,7 @@ from sglang_ddtree.core.tree_builder import build_tree  # noqa: E402
 from sglang_ddtree.core.verify_layout import build_verify_layout  # noqa: E402
 
 LAYERS = 48
+UPSTREAM_MAX_GIB = 40
 QWEN = dict(H=16, HV=48, K=128, V=128, KW=4)
 
 
@@ -48,27 +49,45 @@ def _tree_layout(bs, budget, L=15, K=8, seed=0, chain=False):
     return build_verify_layout(tree, torch.zeros(bs, dtype=torch.long), torch.full((bs,), 100), L)
 
 
-def _time(fn, iters, warmup=3):
+def _time(fn, iters, warmup=3, graph=True, reps=8):
+    """Median ms of one ``fn()`` call. On a GPU with ``graph``: ``reps`` calls captured in one
+    CUDA graph and replayed (kernel time, as a CUDA-graph-served verify sees it); otherwise
+    eager calls timed with CUDA events (includes Python launch overhead)."""
     dev = torch.cuda.is_available()
     for _ in range(warmup):
         fn()
+    if dev and graph:
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()  # allocator warm-up on the capture stream
+            with torch.cuda.graph(g, stream=s):
+                for _ in range(reps):
+                    fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        run, per = g.replay, reps
+    else:
+        run, per = fn, 1
     ts = []
     for _ in range(iters):
         if dev:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
+            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            st.record()
+            run()
+            en.record()
             torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e))
+            ts.append(st.elapsed_time(en) / per)
         else:
             t = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t) * 1e3)
+            run()
+            ts.append((time.perf_counter() - t) * 1e3 / per)
     return statistics.median(ts)
 
 
-def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee"):
+def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee", ours_on=True, alt_precisions=()):
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -100,19 +119,31 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours():
-        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=precision)
+    def ours(prec=precision):
+        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec)
         kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
-    out["ours_ms_48"] = _time(ours, iters) * LAYERS
+    if ours_on:
+        out["ours_ms_48"] = _time(ours, iters) * LAYERS
+        out["ours_eager_ms_48"] = _time(ours, iters, graph=False) * LAYERS
+        for alt in alt_precisions:
+            out[f"ours_{alt}_ms_48"] = _time(lambda: ours(alt), iters) * LAYERS
+    else:
+        ours()
     _, u, G = held["r"]
     st = state.clone()
     cp = conv_pool.clone()
-    out["ours_commit_ms_48"] = _time(lambda: (kern.tree_gdn_commit(st, sidx, u, G, k, accepted, accept_len),
-                                              kern.tree_conv_commit(x, cp, sidx, accepted, accept_len)), iters) * LAYERS
+    if ours_on:
+        out["ours_commit_ms_48"] = _time(lambda: (kern.tree_gdn_commit(st, sidx, u, G, k, accepted, accept_len),
+                                                  kern.tree_conv_commit(x, cp, sidx, accepted, accept_len)), iters) * LAYERS
     # Kept per request per step (48 layers): u (fp32), G (fp32), the layer's raw k and conv
     # inputs x (bf16) for the commits.
     out["ours_extra_mib_per_req"] = LAYERS * N * (HV * V * 4 + HV * 4 + H * K * 2 + C * 2) / 2**20
+    # Upstream keeps one fp32 state and one conv window per node, per layer call.
+    upstream_bytes = bs * N * (HV * V * K * 4 + C * (KW - 1) * 2)
+    if upstream and upstream_bytes > UPSTREAM_MAX_GIB * 2**30:
+        out["upstream_skipped"] = f"needs {upstream_bytes / 2**30:.0f} GiB of per-node snapshots for one layer"
+        upstream = False
     if upstream:
         from sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent import (
             fused_sigmoid_gating_delta_rule_update,
@@ -122,7 +153,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee
         inter = torch.empty(bs, N, HV, V, K, device=dev, dtype=torch.float32)
         inter_conv = torch.empty(bs, N, C, KW - 1, device=dev, dtype=bf)
         rpt = torch.empty(bs, N, dtype=torch.int64, device=dev)
+        # The chain row runs upstream's chain mode (what DFLASH uses: no tree links, parent = previous).
         fc, ns = lay.first_child.to(dev).contiguous(), lay.next_sibling.to(dev).contiguous()
+        if chain:
+            fc = ns = rpt = None
         cu = torch.arange(0, T + 1, N, device=dev, dtype=torch.int32)
 
         def theirs():
@@ -138,8 +172,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee
                 cache_steps=N, retrieve_parent_token=rpt)
 
         out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
+        out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
         out["upstream_extra_mib_per_req"] = LAYERS * N * (HV * V * K * 4 + C * (KW - 1) * 2) / 2**20
-        out["speedup"] = out["upstream_ms_48"] / out["ours_ms_48"]
     return out
 
 
@@ -148,27 +182,52 @@ def main():
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--precision", default="ieee", choices=["ieee", "tf32"])
+    ap.add_argument("--precision", default="ieee", choices=["ieee", "tf32", "tf32x3"])
+    ap.add_argument("--alt-precisions", nargs="*", default=["tf32x3"], help="also time ours with these")
     ap.add_argument("--no-upstream", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU interpreter check)")
+    ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
+    t0 = time.time()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     shp = QWEN
     if a.smoke:
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
-        a.bs, a.budgets, a.iters, a.no_upstream = [1, 2], [8], 1, True
-    rows = []
-    for bs in a.bs:
-        rows.append(run_case(bs, 15, shp, dev, a.iters, not a.no_upstream, chain=True, precision=a.precision))
-        print(json.dumps(rows[-1]), flush=True)
-        for budget in a.budgets:
-            rows.append(run_case(bs, budget, shp, dev, a.iters, not a.no_upstream, precision=a.precision))
-            print(json.dumps(rows[-1]), flush=True)
+        a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
-            "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters}
-    if a.out:
-        a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,
+            "timing": "CUDA-graph replay of 8 calls, median of iters (eager: CUDA events around one call)"}
+    rows = []
+
+    def save():
+        if a.out:
+            a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
+    cases = [(bs, 15, True) for bs in a.bs] + [(bs, bud, False) for bs in a.bs for bud in a.budgets]
+    cases.sort(key=lambda c: (c[0] * (c[1] + 1), c[0]))
+    # Ours for every case first (one compile covers all shapes), then upstream (its conv kernel
+    # unrolls over the verify width and compiles once per width), smallest first.
+    for phase in ("ours", "upstream"):
+        if phase == "upstream" and a.no_upstream:
+            break
+        for bs, budget, chain in cases:
+            if time.time() - t0 > a.deadline_s:
+                meta.setdefault("stopped_at_deadline", []).append([phase, bs, budget, chain])
+                continue
+            r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
+                         ours_on=phase == "ours", alt_precisions=a.alt_precisions)
+            if phase == "ours":
+                rows.append(r)
+            else:
+                match = next(x for x in rows if x["bs"] == r["bs"] and x["budget"] == r["budget"])
+                match.update({key: val for key, val in r.items() if key.startswith("upstream")})
+                if "upstream_ms_48" in match:
+                    match["speedup"] = match["upstream_ms_48"] / match["ours_ms_48"]
+                r = match
+            print(json.dumps(r), flush=True)
+            save()
+    save()
 
 
 if __name__ == "__main__":

@@ -77,12 +77,20 @@ CASES = {
     "ddtree32-llama": ("llama", lambda: _ddtree(32), {}),
     "ddtree128-llama": ("llama", lambda: _ddtree(128), {}),
     "ddtree32-llama-nooverlap": ("llama", lambda: _ddtree(32, disable_overlap_schedule=True), {}),
-    # Known not lossless yet (bushy trees on the hybrid target, RESULTS.md): asserted as xfail.
-    "ddtree8-qwen35": ("qwen35", lambda: _ddtree(8, "qwen35"), {"known_bad": "hybrid bushy trees"}),
-    "ddtree32-qwen35": ("qwen35", lambda: _ddtree(32, "qwen35"), {"known_bad": "hybrid bushy trees"}),
-    "ddtree128-qwen35": ("qwen35", lambda: _ddtree(128, "qwen35"), {"known_bad": "hybrid bushy trees"}),
-    "ddtree8-qwen35-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", disable_overlap_schedule=True),
-                                 {"known_bad": "hybrid bushy trees"}),
+    # Bushy trees on the hybrid target (the session-2 mismatch: sglang's overlapping conv-window
+    # layout, now kept dense for DDTREE by compat/hybrid_tree.py).
+    "ddtree8-qwen35": ("qwen35", lambda: _ddtree(8, "qwen35"), {}),
+    "ddtree32-qwen35": ("qwen35", lambda: _ddtree(32, "qwen35"), {}),
+    "ddtree128-qwen35": ("qwen35", lambda: _ddtree(128, "qwen35"), {}),
+    "ddtree8-qwen35-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", disable_overlap_schedule=True), {}),
+    # Variants that located that mismatch (session 3): no CUDA graphs, a padded chain (budget 8,
+    # topk 1: 9 tree nodes in a 16-wide verify), topk 2, no radix cache, one request at a time;
+    # the first three write the per-step debug JSONL.
+    "ddtree8-qwen35-eager": ("qwen35", lambda: _ddtree(8, "qwen35", disable_cuda_graph=True), {"debug": True}),
+    "ddtree8-qwen35-chainpad": ("qwen35", lambda: _ddtree(8, "qwen35", topk=1), {"debug": True}),
+    "ddtree8-qwen35-topk2": ("qwen35", lambda: _ddtree(8, "qwen35", topk=2), {"debug": True}),
+    "ddtree8-qwen35-noradix": ("qwen35", lambda: _ddtree(8, "qwen35", disable_radix_cache=True), {}),
+    "ddtree8-qwen35-serial": ("qwen35", lambda: _ddtree(8, "qwen35"), {"serial": True}),
     # topk 1, budget 15: the tree is DFLASH's 16-position chain (isolates tree-specific issues).
     "ddtree15-qwen35-chain": ("qwen35", lambda: _ddtree(15, "qwen35", topk=1), {}),
     # Oracle drafter (testing/oracle_drafter.py): acceptance really happens, at known places.
@@ -160,19 +168,22 @@ def run_case(name: str, out: Path) -> dict:
         new = [ORACLE_NEW] * len(PROMPTS)
     else:
         new = MIXED_NEW
+    spec = spec_fn()
+    if checks.get("debug"):
+        spec["speculative_ddtree_debug_jsonl"] = str(out / f"{name}.jsonl")
     t0 = time.time()
     with patched_env(env):
-        engine = sgl.Engine(**engine_kwargs(model, spec_fn()))
+        engine = sgl.Engine(**engine_kwargs(model, spec))
     startup = time.time() - t0
     try:
         t1 = time.time()
         # The plain reference also returns its top-2 log-probs (near-tie check).
         extra = dict(return_logprob=True, top_logprobs_num=2) if plain else {}
-        outs = engine.generate(
-            input_ids=PROMPTS,
-            sampling_params=[dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new],
-            **extra,
-        )
+        params = [dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new]
+        if checks.get("serial"):
+            outs = [engine.generate(input_ids=[p], sampling_params=[sp], **extra)[0] for p, sp in zip(PROMPTS, params)]
+        else:
+            outs = engine.generate(input_ids=PROMPTS, sampling_params=params, **extra)
         gen = time.time() - t1
         try:
             info = engine.get_server_info()

@@ -35,3 +35,42 @@ def register_hybrid_tree_hooks() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(_TARGET, _tree_switch, HookType.AFTER)
+    register_conv_window_hooks()
+
+
+# --------------------------------------------------------------------------- conv windows
+#
+# sglang 0.5.17's mamba pool stores the per-verify-position conv windows in a *deduplicated
+# sliding-window* layout whenever ``speculative_eagle_topk <= 1`` (which DDTREE keeps, see
+# above): position t's window is the overlapping slice ``shared[..., t : t + K - 1]``. That is
+# only right for a chain, where position t's window is position t-1's shifted by one. In a tree,
+# a node's window holds *its* ancestors, so the overlapping stores of later nodes overwrite
+# earlier nodes' windows (e.g. a second child of the root writes the root's own column with an
+# older state column) and the commit then restores a wrong conv state. This was the hybrid
+# bushy-tree mismatch of session 2 (RESULTS.md). sglang has no per-algorithm switch for the
+# layout, so this narrow hook answers "not safe" for DDTREE servers: the pool keeps dense,
+# independent windows (the layout EAGLE tree verify uses).
+
+_DEDUP_TARGET = "sglang.srt.mem_cache.memory_pool.conv_window_dedup_enabled"
+
+
+def _is_ddtree_server() -> bool:
+    from sglang.srt.runtime_context import get_server_args
+
+    try:
+        sa = get_server_args()  # published by the scheduler before it builds the pools
+    except ValueError:  # not published: not a serving process
+        return False
+    return str(getattr(sa, "speculative_algorithm", None) or "").upper() == "DDTREE"
+
+
+def _dense_conv_windows_for_trees(original, *args, **kwargs):
+    if _is_ddtree_server():
+        return False
+    return original(*args, **kwargs)
+
+
+def register_conv_window_hooks() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(_DEDUP_TARGET, _dense_conv_windows_for_trees, HookType.AROUND)

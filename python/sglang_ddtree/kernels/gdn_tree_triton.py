@@ -63,35 +63,69 @@ def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V:
 
 
 @triton.jit
-def _tree_gdn_fwd_kernel(
-    q, k, v, a, b, A_log, dt_bias, anc, state, state_idx,
-    o, u_buf, g_buf,
-    N, scale,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr,
-    PREC: tl.constexpr,
+def _tree_qk_kernel(
+    q, k, anc, kk_buf, qk_buf, N, NP, scale,
+    H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
 ):
+    """Grid (NT, NT, bs * H): one [BT, BT] block (i, j <= i) of the per-key-head products
+    kn kn^T and qn kn^T over ancestor pairs (others stored as 0), fp32, into ``[bs, H, NP, NP]``."""
+    i = tl.program_id(0)
+    j = tl.program_id(1)
+    if j > i:
+        return
+    i_bh = tl.program_id(2)
+    i_b = i_bh // H
+    i_h = i_bh % H
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    m_k = o_k < K
+    rows = i * BT + o_t
+    cols = j * BT + o_t
+    m_r = rows < N
+    m_c = cols < N
+    tok0 = i_b * N
+    p_q = q + (tok0 * H + i_h) * K
+    p_k = k + (tok0 * H + i_h) * K
+    kn_i = _load_normed(p_k, rows, m_r, o_k, m_k, H * K, 1.0)
+    qn_i = _load_normed(p_q, rows, m_r, o_k, m_k, H * K, scale)
+    kn_j = _load_normed(p_k, cols, m_c, o_k, m_k, H * K, 1.0)
+    anc_ij = tl.load(anc + i_b.to(tl.int64) * N * N + rows[:, None] * N + cols[None, :],
+                     mask=m_r[:, None] & m_c[None, :], other=0) != 0
+    kk = tl.where(anc_ij, tl.dot(kn_i, tl.trans(kn_j), input_precision=PREC), 0.0)
+    qk = tl.where(anc_ij, tl.dot(qn_i, tl.trans(kn_j), input_precision=PREC), 0.0)
+    off = (i_bh.to(tl.int64) * NP + rows[:, None]) * NP + cols[None, :]
+    m = (rows < NP)[:, None] & (cols < NP)[None, :]
+    tl.store(kk_buf + off, kk, mask=m)
+    tl.store(qk_buf + off, qk, mask=m)
+
+
+@triton.jit
+def _tree_gdn_fwd_kernel(
+    q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, kk_buf, qk_buf,
+    o, u_buf, g_buf,
+    N, NP, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr,
+):
+    # Register budget: the [BT, K] rows live only while the chunk's state products are formed;
+    # the node-pair products come precomputed (``_tree_qk_kernel``), so the loop over earlier
+    # chunks carries [BT, BV] accumulators only. The diagonal block is solved with matrix
+    # products (no row-by-row reductions), so every product runs on tensor cores (PREC
+    # "tf32x3" keeps fp32-level accuracy).
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
-    # S0 as [K, V] (the pool holds [V, K]).
-    S0 = tl.load(
-        state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None],
-        mask=m_k[:, None] & m_v[None, :], other=0.0,
-    ).to(tl.float32)
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     dtb = tl.load(dt_bias + i_hv).to(tl.float32)
     tok0 = i_b * N
     anc_b = anc + i_b.to(tl.int64) * N * N
-    qk_stride = H * K
+    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
+    eye = o_t[:, None] == o_t[None, :]
     for i in range(NT):
         rows = i * BT + o_t
         m_r = rows < N
-        kn_i = _load_normed(p_k, rows, m_r, o_k, m_k, qk_stride, 1.0)
-        qn_i = _load_normed(p_q, rows, m_r, o_k, m_k, qk_stride, scale)
-        v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
-                      mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
         b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
         beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
         # Path decay G_i[t] = sum of g over t's ancestors (self included), from every chunk <= i.
@@ -104,32 +138,62 @@ def _tree_gdn_fwd_kernel(
             anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
             G_i += tl.sum(tl.where(anc_ij, g_j[None, :], 0.0), 1)
         eG_i = tl.exp(G_i)
-        rhs = beta_i[:, None] * (v_i - eG_i[:, None] * tl.dot(kn_i, S0, input_precision=PREC))
-        acc = eG_i[:, None] * tl.dot(qn_i, S0, input_precision=PREC)
+        # kn_i S0 and qn_i S0 over K in slices of BKC (short-lived [BT, BKC] tiles).
+        kss = tl.zeros([BT], dtype=tl.float32)
+        qss = tl.zeros([BT], dtype=tl.float32)
+        for kc in tl.static_range(0, BK, BKC):
+            o_kc = kc + tl.arange(0, BKC)
+            m_kc = m_r[:, None] & (o_kc < K)[None, :]
+            kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+            qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+            kss += tl.sum(kr * kr, 1)
+            qss += tl.sum(qr * qr, 1)
+        kS = tl.zeros([BT, BV], dtype=tl.float32)
+        qS = tl.zeros([BT, BV], dtype=tl.float32)
+        for kc in tl.static_range(0, BK, BKC):
+            o_kc = kc + tl.arange(0, BKC)
+            m_kc = m_r[:, None] & (o_kc < K)[None, :]
+            kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+            qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+            S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
+                          mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+            kS += tl.dot(kr, S0c, input_precision=PREC)
+            qS += tl.dot(qr, S0c, input_precision=PREC)
+        kS = kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None]
+        acc = (eG_i * scale / tl.sqrt(qss + 1e-6))[:, None] * qS
+        v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
+                      mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+        rhs = beta_i[:, None] * (v_i - eG_i[:, None] * kS)
         # Earlier chunks: their u is final (forward substitution by node blocks).
         for j in range(i):
             cols = j * BT + o_t
             m_c = cols < N
-            kn_j = _load_normed(p_k, cols, m_c, o_k, m_k, qk_stride, 1.0)
             G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
             u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
                           mask=m_c[:, None] & m_v[None, :], other=0.0)
-            anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
-            dec = tl.where(anc_ij, tl.exp(tl.where(anc_ij, G_i[:, None] - G_j[None, :], 0.0)), 0.0)
-            A_ij = beta_i[:, None] * dec * tl.dot(kn_i, tl.trans(kn_j), input_precision=PREC)
-            rhs -= tl.dot(A_ij, u_j, input_precision=PREC)
-            acc += tl.dot(tl.dot(qn_i, tl.trans(kn_j), input_precision=PREC) * dec, u_j, input_precision=PREC)
-        # The diagonal block: unit lower-triangular solve, row by row (parents precede children).
-        anc_ii = tl.load(anc_b + rows[:, None] * N + rows[None, :], mask=m_r[:, None] & m_r[None, :], other=0) != 0
-        dec_ii = tl.where(anc_ii, tl.exp(tl.where(anc_ii, G_i[:, None] - G_i[None, :], 0.0)), 0.0)
-        strict = anc_ii & (o_t[:, None] != o_t[None, :])
-        A_ii = tl.where(strict, beta_i[:, None] * dec_ii * tl.dot(kn_i, tl.trans(kn_i), input_precision=PREC), 0.0)
-        u_i = rhs
-        for r in tl.static_range(BT):
-            a_r = tl.sum(tl.where(o_t[:, None] == r, A_ii, 0.0), 0)
-            corr = tl.sum(a_r[:, None] * u_i, 0)
-            u_i = tl.where(o_t[:, None] == r, u_i - corr[None, :], u_i)
-        acc += tl.dot(tl.dot(qn_i, tl.trans(kn_i), input_precision=PREC) * dec_ii, u_i, input_precision=PREC)
+            m_p = m_r[:, None] & m_c[None, :]
+            p_pair = pair0 + rows[:, None] * NP + cols[None, :]
+            kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+            qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+            # kk/qk are 0 off the ancestor pairs, so the decay needs no mask beyond m_p.
+            dec = tl.exp(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0))
+            rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
+            acc += tl.dot(qk * dec, u_j, input_precision=PREC)
+        # The diagonal block: (I + A) u = rhs with A strictly lower triangular (parents precede
+        # children), so A^BT = 0 and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)(I + A^8)...: the
+        # factors commute, so apply them to rhs one by one.
+        m_p = m_r[:, None] & m_r[None, :]
+        p_pair = pair0 + rows[:, None] * NP + rows[None, :]
+        kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+        qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+        dec_ii = tl.exp(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0))
+        A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
+        u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
+        Ap = A_ii
+        for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to A^(BT/2)
+            Ap = tl.dot(Ap, Ap, input_precision=PREC)
+            u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
+        acc += tl.dot(qk * dec_ii, u_i, input_precision=PREC)
         tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
                  mask=m_r[:, None] & m_v[None, :])
         tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
@@ -260,12 +324,19 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     G = torch.empty(bs, N, HV, dtype=torch.float32, device=dev)
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
-    grid = (triton.cdiv(V, BV), bs * HV)
-    _tree_gdn_fwd_kernel[grid](
-        q.contiguous(), k.contiguous(), v.contiguous(), a.contiguous(), b.contiguous(),
-        A_log.contiguous(), dt_bias.contiguous(), anc.to(torch.uint8).contiguous(), state,
-        state_idx.to(torch.int32).contiguous(), o, u, G, N, float(scale),
-        H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, NT=triton.cdiv(N, block_t), PREC=precision,
+    NT = triton.cdiv(N, block_t)
+    q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
+    # Node-pair products per key head (shared by its value heads and every V tile).
+    kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
+    qk = torch.empty_like(kk)
+    _tree_qk_kernel[(NT, NT, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=block_t, BK=BK,
+                                     PREC=precision, num_warps=4)
+    _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
+        q, k, v.contiguous(), a.contiguous(), b.contiguous(),
+        A_log.contiguous(), dt_bias.contiguous(), anc, state,
+        state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
+        H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, NT=NT,
+        NSQ=block_t.bit_length() - 2, BKC=min(BK, 32), PREC=precision,
         num_warps=4,
     )
     return o, u, G
