@@ -87,7 +87,7 @@ def _time(fn, iters, warmup=3, graph=True, reps=8):
     return statistics.median(ts)
 
 
-def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="ieee", ours_on=True, alt_precisions=()):
+def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=()):
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -182,8 +182,8 @@ def main():
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--precision", default="ieee", choices=["ieee", "tf32", "tf32x3"])
-    ap.add_argument("--alt-precisions", nargs="*", default=["tf32x3"], help="also time ours with these")
+    ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
+    ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")

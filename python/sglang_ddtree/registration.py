@@ -67,7 +67,6 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         speculative_hook._handle_dflash(server_args)
         block_size = int(server_args.speculative_num_draft_tokens)
         validate_ddtree_args(server_args, block_size)
-        _gate_hybrid_target(server_args)
         # The verify width is what the scheduler reserves KV for each step.
         server_args.speculative_num_draft_tokens = verify_width(
             server_args.speculative_ddtree_budget, block_size
@@ -85,7 +84,6 @@ def _drafter_block_size() -> int:
 
 
 _HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
-EXPERIMENTAL_HYBRID_ENV = "SGLANG_DDTREE_EXPERIMENTAL_HYBRID"
 
 
 def is_hybrid_target(server_args) -> bool:
@@ -94,23 +92,6 @@ def is_hybrid_target(server_args) -> bool:
     layer_types = getattr(text, "layer_types", None) or []
     model_type = getattr(text, "model_type", None) or getattr(cfg, "model_type", None)
     return "linear_attention" in layer_types or model_type in _HYBRID_MODEL_TYPES
-
-
-def _gate_hybrid_target(server_args) -> None:
-    """Hybrid (GatedDeltaNet) targets go through sglang's per-node state path
-    (``--speculative-ddtree-gdn-mode snapshot``). On the H200 it is token-identical to no
-    speculation for chain-shaped trees and for trees whose accepted node is a later sibling,
-    but NOT for bushy trees from a real drafter (RESULTS.md, 2026-11-29 session 2): lossless
-    or nothing, so it stays off unless a developer opts in to debug it."""
-    import os
-
-    if is_hybrid_target(server_args) and os.environ.get(EXPERIMENTAL_HYBRID_ENV) != "1":
-        raise NotImplementedError(
-            "--speculative-algorithm DDTREE on hybrid (GatedDeltaNet) targets is not lossless yet "
-            "in this sglang-ddtree version (--speculative-ddtree-gdn-mode snapshot mismatches on "
-            "bushy trees; see benchmark/ddtree/RESULTS.md); use --speculative-algorithm DFLASH "
-            f"for this model. Developers: {EXPERIMENTAL_HYBRID_ENV}=1 enables it for debugging."
-        )
 
 
 def register_ddtree() -> None:

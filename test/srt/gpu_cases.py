@@ -153,8 +153,6 @@ def run_case(name: str, out: Path) -> dict:
 
     model, spec_fn, checks = CASES[name]
     env = {}
-    if model == "qwen35" and name.startswith("ddtree"):
-        env["SGLANG_DDTREE_EXPERIMENTAL_HYBRID"] = "1"  # registration._gate_hybrid_target
     plain = name.startswith("plain-")
     if checks.get("oracle"):
         ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]

@@ -304,11 +304,13 @@ def _tree_conv_commit_kernel(
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v: int = 32, precision: str = "ieee"):
+                    block_t: int = 16, block_v: int = 32, precision: str = "tf32x3"):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
-    ``state`` is not modified (see :func:`tree_gdn_commit`).
+    ``state`` is not modified (see :func:`tree_gdn_commit`). ``precision`` is Triton's
+    ``input_precision`` for every product: "tf32x3" (default: three tf32 tensor-core passes,
+    measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
