@@ -37,6 +37,7 @@ def register() -> None:
     _write_marker()
 
     from sglang_ddtree.compat.dflash import register_dflash_hooks
+    from sglang_ddtree.compat.gdn_wy import register_gdn_wy_hooks
     from sglang_ddtree.compat.hybrid_tree import register_hybrid_tree_hooks
     from sglang_ddtree.compat.qwen35_text import register_qwen35_text_hooks
     from sglang_ddtree.compat.trimmed_bundle import register_trimmed_bundle_hooks
@@ -50,6 +51,7 @@ def register() -> None:
     register_dflash_hooks()
     register_qwen35_text_hooks()
     register_hybrid_tree_hooks()
+    register_gdn_wy_hooks()
     register_trimmed_bundle_hooks()
     register_metrics_hooks()
     register_spec_finish_hook()

@@ -60,7 +60,8 @@ class DDTreeServerArgs(ServerArgs):
         Optional[str],
         "DDTREE on hybrid (GatedDeltaNet) targets: how the tree verify keeps linear-attention "
         "state. 'snapshot': sglang's per-node state path (one intermediate state per tree node). "
-        "'wy': the snapshot-free tree kernels. Default: snapshot.",
+        "'wy': the snapshot-free tree kernels (no per-node state; needs --disable-radix-cache "
+        "for now). Default: snapshot.",
         NS("spec"),
     ] = None
 
@@ -120,8 +121,6 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
     not_yet = []
-    if mode == "wy":
-        not_yet.append("--speculative-ddtree-gdn-mode wy")
     if float(r) > 0:
         not_yet.append("--speculative-ddtree-oracle-rate")
     if not_yet:

@@ -37,6 +37,7 @@ from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_f
 
 from .core.accept import target_tokens, tree_walk
 from .core.shadow_chain import shadow_chain_accept
+from .compat.gdn_wy import WyVerifyState, wy_commit
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
 from .core.verify_layout import build_verify_layout
@@ -57,6 +58,9 @@ class DDTreeVerifyInput(DFlashVerifyInput):
     # (compat/hybrid_tree.py). None for attention-only targets.
     retrieve_next_token: Optional[torch.Tensor] = None
     retrieve_next_sibling: Optional[torch.Tensor] = None
+    # Hybrid targets (--speculative-ddtree-gdn-mode wy): the tree for our GatedDeltaNet verify
+    # and what its commit needs (compat/gdn_wy.py). None otherwise.
+    ddtree_wy: Optional[WyVerifyState] = None
 
     def prepare_for_verify(self, batch, target_worker):
         """Like DFLASH's, but never replays the decode CUDA graph: sglang captures the
@@ -131,6 +135,7 @@ class DDTreeWorker(DFlashWorkerV2):
         self._oracle = OracleDrafter.from_env()  # test-only, see testing/oracle_drafter.py
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
+        self.gdn_mode = server_args.speculative_ddtree_gdn_mode
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)  # metrics.py
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         self._tree_cuda = None
@@ -182,13 +187,25 @@ class DDTreeWorker(DFlashWorkerV2):
 
     def init_attention_backends(self):
         super().init_attention_backends()
-        if self._need_mamba_verify_commit:
-            linear = getattr(self.target_worker.model_runner.attn_backend, "linear_attn_backend", None)
-            logger.info(
-                "DDTREE: hybrid target, linear-attention state through sglang's per-node path "
-                "(--speculative-ddtree-gdn-mode snapshot); tree mode in the linear backend: %s",
-                getattr(linear, "topk", None),
-            )
+        if not self._need_mamba_verify_commit:
+            return
+        if self.gdn_mode == "wy":
+            sa = self.target_worker.model_runner.server_args
+            if sa.enable_mamba_extra_buffer():
+                raise NotImplementedError(
+                    "--speculative-ddtree-gdn-mode wy does not commit prefix-cache state tracking "
+                    f"(--mamba-radix-cache-strategy {sa.mamba_radix_cache_strategy}) yet; add "
+                    "--disable-radix-cache, or use --speculative-ddtree-gdn-mode snapshot."
+                )
+            logger.info("DDTREE: hybrid target, GatedDeltaNet layers through the snapshot-free tree "
+                        "kernels (--speculative-ddtree-gdn-mode wy)")
+            return
+        linear = getattr(self.target_worker.model_runner.attn_backend, "linear_attn_backend", None)
+        logger.info(
+            "DDTREE: hybrid target, linear-attention state through sglang's per-node path "
+            "(--speculative-ddtree-gdn-mode snapshot); tree mode in the linear backend: %s",
+            getattr(linear, "topk", None),
+        )
 
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None) -> GenerationBatchResult:
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
@@ -266,10 +283,13 @@ class DDTreeWorker(DFlashWorkerV2):
             custom_mask=self._verify_mask(layout, prefix_lens, batch),
             capture_hidden_mode=CaptureHiddenMode.FULL,
         )
-        if self._need_mamba_verify_commit:
+        snapshot = self._need_mamba_verify_commit and self.gdn_mode != "wy"
+        if snapshot:
             verify_input.retrieve_next_token = layout.first_child.contiguous()
             verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
-        seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
+        elif self._need_mamba_verify_commit:
+            verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
+        seq_lens_pre_verify = prefix_lens.clone() if snapshot else None
         batch.out_cache_loc = window.reshape(-1).contiguous()
         seq_lens_cpu_backup, seq_lens_sum_backup = batch.seq_lens_cpu, batch.seq_lens_sum
         if seq_lens_cpu_backup is not None:
@@ -296,8 +316,10 @@ class DDTreeWorker(DFlashWorkerV2):
             node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
             shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, ids[:, :, 0], bonus, lp.shape[1])
             self.stats.record_shadow(*shadow)
-        if self._need_mamba_verify_commit:
+        if snapshot:
             self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
+        elif self._need_mamba_verify_commit:
+            wy_commit(verify_input.ddtree_wy, acc.accepted, acc.accept_len)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
         out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
 

@@ -275,3 +275,115 @@ def test_cuda_commit_equals_triton_commit_and_reference(kern):
     for r in range(bs):
         node = int(accepted[r, accept_len[r]])
         assert _rel(st_cu[slots[r]], ref_states[r][node].transpose(-1, -2)) < 1e-2
+
+
+# ----------------------------------------------------------------------------- wy mode (engine glue)
+
+
+@kernels_here
+def test_wy_layer_verify_and_commit_match_references(kern):
+    """compat/gdn_wy.py as the GDN backend hook drives it: one layer's tree verify from sglang's
+    packed ``mixed_qkv`` and pools (conv pool channel-fastest, state pool [slots, HV, V, K]),
+    then the commit of each request's accepted path; against the float64 path references."""
+    import types
+
+    from sglang_ddtree.compat import gdn_wy
+
+    H, HV, K, V, W, n = 2, 4, 16, 16, 4, 23
+    C = 2 * H * K + HV * V
+    trees = _trees(n)
+    bs = len(trees)
+    parents = torch.stack([t[0] for t in trees])
+    anc = torch.stack([t[1] for t in trees])
+    x = torch.randn(bs * n, C)
+    w = torch.randn(C, W) * 0.5
+    a = torch.randn(bs * n, HV)
+    b = torch.randn(bs * n, HV)
+    A_log = torch.randn(HV) * 0.5
+    dt_bias = torch.randn(HV) * 0.5
+    conv_pool = torch.randn(6, W - 1, C).transpose(1, 2)
+    ssm = torch.randn(6, HV, V, K) * 0.3
+    slots = torch.tensor([4, 1, 5, 2])
+
+    layer = types.SimpleNamespace(
+        layer_id=3, activation="silu", num_q_heads=H, num_k_heads=H, num_v_heads=HV, head_q_dim=K,
+        head_k_dim=K, head_v_dim=V, q_dim=H * K, k_dim=H * K, v_dim=HV * V, conv_weights=w.to(DEV), bias=None,
+        A_log=A_log.to(DEV), dt_bias=dt_bias.to(DEV))
+    cache = types.SimpleNamespace(conv=[conv_pool.clone().to(DEV)], temporal=ssm.clone().to(DEV))
+    GDNAttnBackend = type("GDNAttnBackend", (), {})  # the class name is what the hook checks
+    linear = GDNAttnBackend()
+    linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache)
+    linear.forward_metadata = types.SimpleNamespace(mamba_cache_indices=slots.to(DEV))
+    backend = types.SimpleNamespace(linear_attn_backend=linear, _is_full_attn=lambda layer, lid: False)
+    lay = types.SimpleNamespace(parent=parents.to(DEV), ancestor_mask=anc.to(DEV))
+    wy = gdn_wy.WyVerifyState.from_layout(lay)
+    fb = types.SimpleNamespace(spec_info=types.SimpleNamespace(ddtree_wy=wy),
+                               forward_mode=types.SimpleNamespace(is_target_verify=lambda: True))
+    # Through the hook, called as HybridLinearAttnBackend.forward calls forward_extend (positional).
+    o = gdn_wy._forward_extend(None, backend, layer, fb, True, None, None, None, x.to(DEV), a.to(DEV), b.to(DEV))
+    assert torch.equal(cache.conv[0].cpu(), conv_pool) and torch.equal(cache.temporal.cpu(), ssm)  # verify writes no state
+    assert list(wy.saved) == [3]
+
+    g = -torch.exp(A_log.double()) * F.softplus(a.double() + dt_bias.double())
+    beta = torch.sigmoid(b.double())
+    ref_o, ref_states = [], []
+    for r in range(bs):
+        sl = slice(r * n, (r + 1) * n)
+        y = gdn_tree.conv_tree_path_reference(x[sl], w, None, conv_pool[slots[r]], parents[r])
+        q, k, v = torch.split(y, [H * K, H * K, HV * V], dim=-1)
+        qn, kn = q.view(n, H, K), k.view(n, H, K)
+        qn = qn / torch.sqrt((qn ** 2).sum(-1, keepdim=True) + 1e-6)
+        kn = kn / torch.sqrt((kn ** 2).sum(-1, keepdim=True) + 1e-6)
+        o_r, st = gdn_tree.gdn_tree_path_reference(qn, kn, v.reshape(n, HV, V), g[sl], beta[sl], parents[r],
+                                                   ssm[slots[r]].transpose(-1, -2).double(), K ** -0.5)
+        ref_o.append(o_r)
+        ref_states.append(st)
+    assert _rel(o, torch.cat(ref_o)) < 2e-5
+
+    P = 16
+    accepted = torch.full((bs, P), -1, dtype=torch.int64)
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    picks = []
+    for r in range(bs):
+        depth = torch.tensor([len(gdn_tree.path_of(parents[r], i)) for i in range(n)])
+        path = gdn_tree.path_of(parents[r], [int(depth.argmax()), 0, n - 1, n // 2][r])[:P]
+        accepted[r, : len(path)] = torch.tensor(path)
+        accept_len[r] = len(path) - 1
+        picks.append(path)
+    # A slot no request owns must stay as it was.
+    untouched = [i for i in range(6) if i not in slots.tolist()]
+    gdn_wy.wy_commit(wy, accepted.to(DEV), accept_len.to(DEV))
+    assert wy.saved == {}
+    st, cv = cache.temporal.cpu(), cache.conv[0].cpu()
+    for r, path in enumerate(picks):
+        assert _rel(st[slots[r]], ref_states[r][path[-1]].transpose(-1, -2)) < 2e-5, r
+        want = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], conv_pool[slots[r]], torch.tensor(path))
+        assert torch.equal(cv[slots[r]], want), r
+    assert torch.equal(st[untouched], ssm[untouched]) and torch.equal(cv[untouched], conv_pool[untouched])
+
+
+def test_wy_hook_passes_other_calls_through():
+    import types
+
+    from sglang_ddtree.compat import gdn_wy
+
+    seen = []
+
+    def original(self, layer, forward_batch, save_kv_cache, q, k, v, mixed_qkv, a, b, **kw):
+        seen.append((save_kv_cache, mixed_qkv, a, b))
+        return "sglang"
+
+    cases = [(None, True, False), (types.SimpleNamespace(ddtree_wy=None), True, False),
+             (types.SimpleNamespace(ddtree_wy=object()), False, False),  # not a verify
+             (types.SimpleNamespace(ddtree_wy=object()), True, True)]    # a full-attention layer
+    for spec, verify, full in cases:
+        fb = types.SimpleNamespace(spec_info=spec, forward_mode=types.SimpleNamespace(is_target_verify=lambda v=verify: v))
+        be = types.SimpleNamespace(_is_full_attn=lambda layer, lid, f=full: f)
+        assert gdn_wy._forward_extend(original, be, "L", fb, True, None, None, None, 1, 2, 3) == "sglang"
+    assert seen == [(True, 1, 2, 3)] * 4
+    # A wy verify on a linear backend that is not GatedDeltaNet fails naming the flag.
+    fb = types.SimpleNamespace(spec_info=types.SimpleNamespace(ddtree_wy=object()),
+                               forward_mode=types.SimpleNamespace(is_target_verify=lambda: True))
+    be = types.SimpleNamespace(_is_full_attn=lambda layer, lid: False, linear_attn_backend=object())
+    with pytest.raises(NotImplementedError, match="--speculative-ddtree-gdn-mode wy"):
+        gdn_wy._forward_extend(original, be, "L", fb, True, None, None, None, 1, 2, 3)

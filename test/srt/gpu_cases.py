@@ -83,6 +83,14 @@ CASES = {
     "ddtree32-qwen35": ("qwen35", lambda: _ddtree(32, "qwen35"), {}),
     "ddtree128-qwen35": ("qwen35", lambda: _ddtree(128, "qwen35"), {}),
     "ddtree8-qwen35-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", disable_overlap_schedule=True), {}),
+    # --speculative-ddtree-gdn-mode wy: the snapshot-free tree kernels (compat/gdn_wy.py); no
+    # prefix-cache state tracking yet, so without the radix cache.
+    "ddtree8-qwen35-wy": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                    disable_radix_cache=True), {}),
+    "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                     disable_radix_cache=True), {}),
+    "ddtree16-qwen35-wy-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                    disable_radix_cache=True), {"oracle": "sibling"}),
     # Variants that located that mismatch (session 3): no CUDA graphs, a padded chain (budget 8,
     # topk 1: 9 tree nodes in a 16-wide verify), topk 2, no radix cache, one request at a time;
     # the first three write the per-step debug JSONL.

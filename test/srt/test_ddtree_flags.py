@@ -59,11 +59,17 @@ def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
 
 @pytest.mark.parametrize("kw,flag", [
     (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
-    (dict(speculative_ddtree_gdn_mode="wy"), "--speculative-ddtree-gdn-mode wy"),
 ])
 def test_unimplemented_flags_fail_clearly(server_args_cls, kw, flag):
     with pytest.raises(NotImplementedError, match=flag):
         _args(server_args_cls, **kw)
+
+
+def test_gdn_mode_wy_is_accepted(server_args_cls):
+    a = _hybrid(server_args_cls)
+    assert a.speculative_ddtree_gdn_mode == "snapshot"
+    b = _args(server_args_cls, speculative_ddtree_gdn_mode="wy")
+    assert b.speculative_ddtree_gdn_mode == "wy"
 
 
 def test_shadow_linear_is_accepted(server_args_cls):

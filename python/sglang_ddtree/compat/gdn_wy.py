@@ -1,0 +1,114 @@
+"""``--speculative-ddtree-gdn-mode wy``: snapshot-free tree verify for GatedDeltaNet layers.
+
+In TARGET_VERIFY of a DDTREE step, each GatedDeltaNet layer runs our kernels instead of
+sglang's per-node ones:
+
+- ``tree_conv`` over each node's ancestor window (reads the request's conv state, writes
+  nothing to the pool: sglang's kernel rolls the state in place, ours leaves it as committed);
+- ``tree_gdn_verify`` (tree WY solve, ``kernels/gdn_tree_triton.py``) from the request's
+  recurrent state (read-only);
+- and keeps, per layer, what the commit needs: ``u`` and ``G`` (fp32), the layer's raw keys and
+  its pre-conv inputs.
+
+After acceptance the worker calls :func:`wy_commit`, which rebuilds each layer's state of the
+last accepted node from at most L + 1 path terms and writes it, and the conv window of the
+path, into the request's slots in place. No per-node state snapshot is stored or copied.
+
+sglang has no seam for a per-algorithm linear-attention verify, so this is a narrow AROUND hook
+on ``HybridLinearAttnBackend.forward_extend`` (the dispatcher in front of the GDN backend; its
+module imports on every platform) that only acts on linear-attention layers of a forward batch
+carrying a :class:`WyVerifyState` (a DDTREE verify in wy mode); every other call goes to sglang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+import torch
+
+_TARGET = "sglang.srt.layers.attention.hybrid_linear_attn_backend.HybridLinearAttnBackend.forward_extend"
+
+
+@dataclass
+class WyVerifyState:
+    """Per-step tree description for the linear layers, carried on the verify input.
+
+    parent ``[bs, N]`` int32 (-1: root or padding); anc ``[bs, N, N]`` uint8 ancestor mask
+    (self included); ``saved[layer_id]`` = (layer cache, slots, u, G, k, x) until the commit.
+    """
+
+    parent: torch.Tensor
+    anc: torch.Tensor
+    saved: Dict[int, Tuple] = field(default_factory=dict)
+
+    @classmethod
+    def from_layout(cls, layout) -> "WyVerifyState":
+        return cls(parent=layout.parent.to(torch.int32).contiguous(),
+                   anc=layout.ancestor_mask.to(torch.uint8).contiguous())
+
+
+def wy_target_verify(backend, layer, forward_batch, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                     wy: WyVerifyState) -> torch.Tensor:
+    """One GatedDeltaNet layer's tree verify. ``mixed_qkv [T, C]`` pre-conv projections (q | k | v),
+    ``a, b [T, HV]``. Returns the core attention output ``[T, HV, V]`` (what sglang's
+    ``forward_extend`` returns, up to a leading unit dimension the caller reshapes away)."""
+    from ..kernels.gdn_tree_triton import tree_conv, tree_gdn_verify
+
+    if layer.activation not in ("silu", "swish"):
+        raise NotImplementedError(
+            f"--speculative-ddtree-gdn-mode wy: conv activation {layer.activation!r} is not supported; "
+            "use --speculative-ddtree-gdn-mode snapshot."
+        )
+    cache = backend.req_to_token_pool.mamba2_layer_cache(layer.layer_id)
+    conv_pool, ssm_pool = cache.conv[0], cache.temporal
+    hv, v_dim, k_dim = layer.num_v_heads, layer.head_v_dim, layer.head_k_dim
+    if ssm_pool.stride(0) != hv * v_dim * k_dim or not ssm_pool[0].is_contiguous():
+        raise NotImplementedError(
+            "--speculative-ddtree-gdn-mode wy needs a contiguous per-slot recurrent state pool "
+            f"(got strides {tuple(ssm_pool.stride())}); use --speculative-ddtree-gdn-mode snapshot."
+        )
+    bs, n = wy.parent.shape
+    slots = backend.forward_metadata.mamba_cache_indices[:bs]
+    y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
+    T = y.shape[0]
+    q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
+    q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)
+    k = k.reshape(T, layer.num_k_heads, k_dim).contiguous()  # kept for the commit
+    v = v.reshape(T, hv, v_dim)
+    o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots)
+    wy.saved[layer.layer_id] = (cache, slots, u, G, k, mixed_qkv)
+    return o
+
+
+def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor) -> None:
+    """Write every verified layer's state of the last accepted node (recurrent state and conv
+    window) into the requests' slots. ``accepted [bs, P]`` verify positions of the path, root
+    first, -1 padded; ``accept_len [bs]`` accepted drafts."""
+    from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit
+
+    for cache, slots, u, G, k, x in wy.saved.values():
+        tree_gdn_commit(cache.temporal, slots, u, G, k, accepted, accept_len)
+        tree_conv_commit(x, cache.conv[0], slots, accepted, accept_len)
+    wy.saved.clear()
+
+
+def _forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=None, k=None, v=None,
+                    mixed_qkv=None, a=None, b=None, **kwargs):
+    wy = getattr(getattr(forward_batch, "spec_info", None), "ddtree_wy", None)
+    if (wy is None or not forward_batch.forward_mode.is_target_verify()
+            or self._is_full_attn(layer, kwargs.get("layer_id"))):
+        return original(self, layer, forward_batch, save_kv_cache, q, k, v, mixed_qkv, a, b, **kwargs)
+    linear = self.linear_attn_backend
+    if type(linear).__name__ != "GDNAttnBackend":
+        raise NotImplementedError(
+            f"--speculative-ddtree-gdn-mode wy supports GatedDeltaNet layers, not {type(linear).__name__}; "
+            "use --speculative-ddtree-gdn-mode snapshot."
+        )
+    return wy_target_verify(linear, layer, forward_batch, mixed_qkv, a, b, wy)
+
+
+def register_gdn_wy_hooks() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(_TARGET, _forward_extend, HookType.AROUND)
