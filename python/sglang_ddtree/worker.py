@@ -407,21 +407,17 @@ class DDTreeWorker(DFlashWorkerV2):
         info = batch.sampling_info
         if info is None or info.is_all_greedy:
             return logits.argmax(-1)
-        # sglang encodes greedy requests as top_k == 1; sampled rows must be temperature-only.
-        greedy = info.top_ks.view(-1) == 1
-        vocab = logits.shape[-1]
-        unsupported = ~greedy & (
-            (info.top_ks.view(-1) < vocab) | (info.top_ps.view(-1) < 1.0)
-            | (info.min_ps.view(-1) > 0.0 if getattr(info, "min_ps", None) is not None else False)
-        )
-        # One host read, only on batches that sample (greedy batches return above).
-        if bool(unsupported.any()):
-            raise NotImplementedError(
-                "DDTREE: top-p / top-k / min-p sampling is not implemented yet; use greedy or "
-                "temperature-only sampling with --speculative-algorithm DDTREE."
-            )
+        # sglang encodes greedy requests as top_k == 1 (and "no top-k" as a huge top_k).
+        top_k = info.top_ks.view(-1)
+        greedy = top_k == 1
         temps = torch.where(greedy, 0.0, info.temperatures.view(-1).float())
-        return target_tokens(logits, temps)
+        # The filters sort the vocabulary per verify position: only when a request asks for them.
+        return target_tokens(
+            logits, temps,
+            top_k=top_k if info.need_top_k_sampling else None,
+            top_p=info.top_ps.view(-1) if info.need_top_p_sampling else None,
+            min_p=info.min_ps.view(-1) if info.need_min_p_sampling else None,
+        )
 
     def _walk(self, layout, target, max_depth):
         if self._tree_cuda is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -145,3 +147,60 @@ def test_sampled_walk_emits_target_distribution():
     assert torch.allclose(f2, torch.tensor([0.5, 0.25, 0.25]), atol=0.02)
     # Greedy rows take the argmax.
     assert target_tokens(logits[:2], torch.zeros(2)).tolist() == [[2, 0], [2, 0]]
+
+
+def _filtered_reference(p, top_k, top_p, min_p):
+    """float64, one row, straight from the definitions in accept.filtered_probs's docstring."""
+    p = p.double()
+    order = sorted(range(len(p)), key=lambda i: -float(p[i]))
+    keep, mass = [], 0.0
+    for rank, i in enumerate(order):
+        ok = rank < top_k and mass <= top_p and float(p[i]) >= min_p * float(p[order[0]])
+        if ok or rank == 0:
+            keep.append(i)
+        mass += float(p[i])
+    out = torch.zeros_like(p)
+    out[keep] = p[keep]
+    return out / out.sum()
+
+
+@pytest.mark.parametrize("top_k,top_p,min_p", [(2, 1.0, 0.0), (1 << 30, 0.75, 0.0), (1 << 30, 1.0, 0.3),
+                                               (3, 0.6, 0.1), (1 << 30, 0.0, 0.0)])
+def test_filtered_probs_match_the_definitions(top_k, top_p, min_p):
+    from sglang_ddtree.core.accept import filtered_probs
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 4, 7)
+    temps = torch.tensor([0.7, 1.0, 1.3])
+    k = torch.full((3,), top_k)
+    p_ = torch.full((3,), top_p)
+    m = torch.full((3,), min_p)
+    got = filtered_probs(logits, temps, k, p_, m)
+    for b in range(3):
+        for i in range(4):
+            base = torch.softmax(logits[b, i].double() / float(temps[b]), -1)
+            want = _filtered_reference(base, top_k, top_p, min_p)
+            assert torch.allclose(got[b, i].double(), want, atol=1e-6), (b, i, got[b, i], want)
+    # Filters off: plain softmax.
+    assert torch.allclose(filtered_probs(logits, temps), torch.softmax(logits / temps.view(3, 1, 1), -1), atol=1e-6)
+
+
+def test_sampled_walk_with_top_p_emits_the_filtered_target_distribution():
+    """Lossless under top-p too: the first emitted token follows the *filtered* root distribution
+    whatever the drafts are; a token the filter removes is never emitted."""
+    from sglang_ddtree.core.accept import target_tokens
+
+    tokens = torch.tensor([[0, 1]])  # the draft proposes token 1, which top-p removes at the root
+    parent = torch.tensor([[-1, 0]])
+    depth = torch.tensor([[0, 1]])
+    root = torch.log(torch.tensor([0.6, 0.1, 0.3]))
+    child = torch.log(torch.tensor([0.2, 0.3, 0.5]))
+    n = 20000
+    logits = torch.stack([root, child]).expand(n, 2, 3)
+    g = torch.Generator().manual_seed(7)
+    tgt = target_tokens(logits, torch.ones(n), generator=g, top_p=torch.full((n,), 0.7))
+    acc = tree_walk(tokens.expand(n, 2), parent.expand(n, 2), depth.expand(n, 2), tgt, 1)
+    freq = torch.bincount(acc.new_tokens[:, 0], minlength=3).float() / n
+    # top-p 0.7 at the root keeps 0.6 (mass before 0) and 0.3 (mass before 0.6), drops 0.1.
+    assert torch.allclose(freq, torch.tensor([2 / 3, 0.0, 1 / 3]), atol=0.015)
+    assert int((acc.accept_len > 0).sum()) == 0

@@ -176,7 +176,15 @@ def test_oracle_nowhere_accepts_nothing(batches, reference):
 
 @pytest.mark.parametrize("budget", [8, 32])
 def test_random_drafter_is_lossless(batches, reference, budget):
-    runs, after = _run([batches["mixed"], batches["lens"]], **_ddtree(budget=budget, topk=8))
+    # Sampled requests whose filters leave only the likeliest token (top-p 1e-6, min-p 1, and
+    # both with top-k 3): they go through the sampling path of the verify and must still
+    # produce the greedy continuation exactly.
+    narrow = (PROMPTS, [dict(temperature=1.0, top_p=1e-6, max_new_tokens=N),
+                        dict(temperature=0.7, min_p=1.0, max_new_tokens=N),
+                        dict(temperature=1.3, top_k=3, top_p=1e-6, max_new_tokens=N),
+                        dict(temperature=0.5, top_k=3, min_p=1.0, max_new_tokens=N)])
+    runs, after = _run([batches["mixed"], batches["lens"], narrow], **_ddtree(budget=budget, topk=8))
     assert _ids(runs[0]) == reference["mixed"]
     assert _ids(runs[1]) == reference["lens"]
+    assert _ids(runs[2]) == reference["mixed"]
     assert _ids(after) == reference["after"]

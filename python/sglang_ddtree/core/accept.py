@@ -34,17 +34,48 @@ class Acceptance:
     num_new: torch.Tensor
 
 
-def target_tokens(logits: torch.Tensor, temperature: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+def filtered_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: Optional[torch.Tensor] = None,
+                   top_p: Optional[torch.Tensor] = None, min_p: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The target's sampling distribution per row: ``logits [bs, n, V]`` -> probs ``[bs, n, V]``.
+
+    ``softmax(logits / T)``, then (per request, ``[bs]`` each, None = off) the filters of
+    sglang's sampler, on probabilities sorted in decreasing order: keep the ``top_k`` likeliest;
+    keep a token while the mass *before* it is at most ``top_p``; keep tokens with at least
+    ``min_p`` times the top probability; renormalise. Ties at a cut follow the sort order.
+    """
+    bs, n, v = logits.shape
+    probs = torch.softmax(logits.float() / temperature.view(bs, 1, 1).float().clamp(min=1e-6), dim=-1)
+    if top_k is None and top_p is None and min_p is None:
+        return probs
+    p_sorted, order = probs.sort(dim=-1, descending=True)
+    keep = torch.ones_like(p_sorted, dtype=torch.bool)
+    if top_k is not None:
+        rank = torch.arange(v, device=logits.device)
+        keep &= rank.view(1, 1, v) < top_k.view(bs, 1, 1).clamp(min=1)
+    if top_p is not None:
+        before = p_sorted.cumsum(-1) - p_sorted
+        keep &= before <= top_p.view(bs, 1, 1).float()
+    if min_p is not None:
+        keep &= p_sorted >= min_p.view(bs, 1, 1).float() * p_sorted[..., :1]
+    keep[..., 0] = True  # the likeliest token always survives
+    p_sorted = torch.where(keep, p_sorted, 0.0)
+    out = torch.zeros_like(probs).scatter_(-1, order, p_sorted)
+    return out / out.sum(-1, keepdim=True)
+
+
+def target_tokens(logits: torch.Tensor, temperature: torch.Tensor, generator: Optional[torch.Generator] = None,
+                  top_k: Optional[torch.Tensor] = None, top_p: Optional[torch.Tensor] = None,
+                  min_p: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The target's token at every verify position: ``logits [bs, n, V]`` -> ``[bs, n]``.
 
     Rows with ``temperature[b] == 0`` take the argmax; others draw one independent sample per
-    node from ``softmax(logits / T)``, which is what makes the sampled walk lossless: the token
-    emitted after any accepted prefix is a draw from the target's distribution there.
+    node from the target's sampling distribution (:func:`filtered_probs`), which is what makes
+    the sampled walk lossless: the token emitted after any accepted prefix is a draw from the
+    target's distribution there.
     """
     bs, n, v = logits.shape
-    t = temperature.view(bs, 1, 1).float()
     greedy = logits.argmax(-1)
-    probs = torch.softmax(logits.float() / t.clamp(min=1e-6), dim=-1)
+    probs = filtered_probs(logits, temperature, top_k, top_p, min_p)
     # Exponential-race sampling: argmax(p / E) with E ~ Exp(1) is a draw from p; it needs no
     # host sync (torch.multinomial does), so it can sit in a CUDA graph.
     e = torch.empty_like(probs).exponential_(1.0, generator=generator)
