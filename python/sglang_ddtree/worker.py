@@ -30,7 +30,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
-from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments, parse_dflash_draft_config
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
@@ -302,6 +302,12 @@ class DDTreeWorker(DFlashWorkerV2):
                 batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
             )
         logits_output = target_out.logits_output
+        # Penalties, logit bias, custom logit processors and grammar masks, as DFLASH applies
+        # them to its verify logits (one adjustment per request, broadcast over the positions).
+        apply_dflash_verify_logits_adjustments(
+            next_token_logits=logits_output.next_token_logits, sampling_info=batch.sampling_info,
+            draft_token_num=width,
+        )
         logits = logits_output.next_token_logits.view(bs, width, -1)
 
         # --- 4) Acceptance.
