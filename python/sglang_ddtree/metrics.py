@@ -147,9 +147,34 @@ def _decode_stats_after(result, self, *args, **kwargs):
     return result
 
 
+def request_spec_metrics(meta_info: dict, budget: int) -> None:
+    """Per-request meta_info for DDTREE, in place: sglang counts ``verify_ct * (num_draft_tokens
+    - 1)`` proposed drafts, i.e. the verify width minus one; a DDTREE step proposes the tree's
+    ``budget`` nodes. Also reports the tree size per step as ``ddtree_tree_nodes`` (the accepted
+    depth per step is sglang's ``spec_accept_histogram``)."""
+    verify_ct = meta_info.get("spec_verify_ct")
+    if not verify_ct:
+        return
+    proposed = int(verify_ct) * int(budget)
+    correct = meta_info.get("spec_num_correct_drafts", 0)
+    meta_info["spec_num_proposed_drafts"] = meta_info["spec_proposed_drafts"] = proposed
+    meta_info["spec_accept_rate"] = correct / proposed if proposed else 0.0
+    meta_info["ddtree_tree_nodes"] = int(budget)
+
+
+def _request_metrics_after(result, self, meta_info, *args, **kwargs):
+    sa = self.server_args
+    if str(getattr(sa, "speculative_algorithm", None) or "").upper() == "DDTREE":
+        request_spec_metrics(meta_info, sa.speculative_ddtree_budget)
+    return result
+
+
 def register_metrics_hooks() -> None:
-    """sglang has no seam for a speculative algorithm's own metrics: two AFTER hooks."""
+    """sglang has no seam for a speculative algorithm's own metrics: three AFTER hooks."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register("sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics",
+                          _request_metrics_after, HookType.AFTER)
 
     HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state",
                           _internal_state_after, HookType.AFTER)

@@ -137,7 +137,11 @@ def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, t
     )
     assert _ids(runs[0]) == reference["mixed"]
     for o in runs[0]:
-        assert o["meta_info"]["spec_correct_drafts_histogram"] == [0, 16]
+        m = o["meta_info"]
+        assert m["spec_correct_drafts_histogram"] == [0, 16]
+        # Per request: 16 steps proposing the 16-node tree each, one accepted per step.
+        assert m["spec_verify_ct"] == 16 and m["ddtree_tree_nodes"] == 16
+        assert m["spec_num_proposed_drafts"] == 16 * 16 and m["spec_accept_rate"] == 16 / 256
     assert _ids(after) == reference["after"]
     # --speculative-ddtree-debug-jsonl: one line per step per request, consistent with output.
     lines = [json.loads(x) for x in debug.read_text().splitlines()]
@@ -188,6 +192,12 @@ def test_random_drafter_is_lossless(batches, reference, budget):
     assert _ids(runs[1]) == reference["lens"]
     assert _ids(runs[2]) == reference["mixed"]
     assert _ids(after) == reference["after"]
+    # A step proposes the tree's `budget` nodes (sglang would count the verify width minus one:
+    # 15 at budget 8, whose verify is one 16-wide draft block).
+    for o in runs[0]:
+        m = o["meta_info"]
+        assert m["ddtree_tree_nodes"] == budget
+        assert m["spec_num_proposed_drafts"] == m["spec_verify_ct"] * budget
 
 
 def test_structured_output_request_fails_alone(reference):
