@@ -34,6 +34,11 @@ class DDTreeStats:
         self.depth_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
         self.nodes = torch.zeros((), dtype=torch.int64, device=device)
         self.batch_steps = 0  # host-side count of DDTREE steps (batches)
+        # --speculative-ddtree-oracle-rate: request-steps replayed, and those that disagreed.
+        self.oracle_checked = torch.zeros((), dtype=torch.int64, device=device)
+        self.oracle_mismatch = torch.zeros((), dtype=torch.int64, device=device)
+        self.oracle_steps = 0
+        self.oracle_skipped = 0  # steps with no free KV slots for the replay
 
     def record(self, accept_len: torch.Tensor, tree_depth: torch.Tensor) -> None:
         """``accept_len [bs]`` accepted drafts; ``tree_depth [bs, B']`` node depths (<= 0: none)."""
@@ -50,6 +55,12 @@ class DDTreeStats:
         self.shadow_hist.index_add_(0, chain_accept.long().clamp(0, self.max_depth), ones)
         self.shadow_censored += censored.sum()
 
+    def record_oracle(self, checked: torch.Tensor, mismatch: torch.Tensor) -> None:
+        """``checked [bs]`` rows replayed (greedy), ``mismatch [bs]`` rows that disagreed."""
+        self.oracle_checked += checked.sum()
+        self.oracle_mismatch += mismatch.sum()
+        self.oracle_steps += 1
+
     def snapshot(self) -> dict:
         """Host copy (one device read): what /server_info reports."""
         acc = self.accept_hist.tolist()
@@ -65,6 +76,10 @@ class DDTreeStats:
             "depth_reached_histogram": self.depth_hist.tolist(),
             "avg_tree_nodes": int(self.nodes) / n if n else 0.0,
         }
+        if self.oracle_steps or self.oracle_skipped:
+            out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,
+                             "checked_request_steps": int(self.oracle_checked),
+                             "mismatched_request_steps": int(self.oracle_mismatch)}
         if self.shadow:
             sh = self.shadow_hist.tolist()
             m = sum(sh)

@@ -120,14 +120,6 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         server_args.speculative_ddtree_gdn_mode = mode = DEFAULT_GDN_MODE
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
-    not_yet = []
-    if float(r) > 0:
-        not_yet.append("--speculative-ddtree-oracle-rate")
-    if not_yet:
-        raise NotImplementedError(
-            f"{', '.join(not_yet)}: not implemented yet in this sglang-ddtree version; "
-            "remove the flag(s)."
-        )
 
 
 def validate_ddtree_parallelism(server_args) -> None:

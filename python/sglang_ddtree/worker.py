@@ -21,6 +21,7 @@ draft-context KV writer); only the decode step differs:
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from typing import Optional
 
@@ -36,6 +37,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 
 from .core.accept import target_tokens, tree_walk
+from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .compat.gdn_wy import WyVerifyState, wy_commit
 from .core.topk import local_topk, merge_rank_topk
@@ -136,6 +138,14 @@ class DDTreeWorker(DFlashWorkerV2):
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.gdn_mode = server_args.speculative_ddtree_gdn_mode
+        # --speculative-ddtree-oracle-rate: fraction of steps re-checked by a sequential replay.
+        self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
+        self._oracle_rng = random.Random(server_args.random_seed or 0)
+        if self.oracle_rate > 0 and self._need_mamba_verify_commit:
+            raise NotImplementedError(
+                "--speculative-ddtree-oracle-rate is not supported on hybrid (GatedDeltaNet) targets "
+                "yet (the replay would advance the linear-attention state); remove the flag."
+            )
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)  # metrics.py
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         self._tree_cuda = None
@@ -314,6 +324,8 @@ class DDTreeWorker(DFlashWorkerV2):
         with timer.phase("accept"):
             target = self._target_tokens(logits, batch)
             acc = self._walk(layout, target, lp.shape[1])
+        if self.oracle_rate > 0 and self._oracle_rng.random() < self.oracle_rate:
+            self._oracle_replay(batch, prefix_lens, root, acc, width)
         commit_lens = (acc.accept_len + 1).to(torch.int32)
         self.stats.record(acc.accept_len, tree.depth)
         bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
@@ -395,6 +407,59 @@ class DDTreeWorker(DFlashWorkerV2):
             model=self.target_worker.model_runner.model,
             req_pool_indices=batch.req_pool_indices[: commit_lens.shape[0]],
         )
+
+    def _oracle_replay(self, batch, prefix_lens, root, acc, width) -> None:
+        """Re-check this step (core/oracle_check.py): replay what it committed as a causal
+        chain through the target, KV written to scratch slots (the committed cache is not
+        touched), and compare the greedy rows. Mismatches are logged per request and counted
+        in /server_info (``ddtree.oracle``). One host read per checked step."""
+        bs = prefix_lens.shape[0]
+        info = batch.sampling_info
+        greedy = torch.ones(bs, dtype=torch.bool, device=self.device)
+        if info is not None and not info.is_all_greedy:
+            greedy = info.top_ks.view(-1) == 1
+        allocator = self.model_runner.token_to_kv_pool_allocator
+        scratch = allocator.alloc(bs * width)
+        if scratch is None:  # no free KV slots for the replay: skip, counted
+            self.stats.oracle_skipped += 1
+            return
+        saved = (batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc,
+                 batch.seq_lens_cpu, batch.seq_lens_sum)
+        try:
+            chain = replay_chain(acc.new_tokens, acc.accept_len, width - 1)
+            layout = build_verify_layout(chain, root, prefix_lens.long(), width - 1)
+            replay = DDTreeVerifyInput(
+                draft_token=layout.tokens.reshape(-1), positions=layout.positions.reshape(-1),
+                draft_token_num=width, custom_mask=self._verify_mask(layout, prefix_lens, batch),
+                capture_hidden_mode=CaptureHiddenMode.NULL,
+            )
+            batch.out_cache_loc = scratch
+            if batch.seq_lens_cpu is not None:
+                batch.seq_lens_cpu = batch.seq_lens_cpu + width
+                batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+            fb, _ = replay.prepare_for_verify(batch, self.target_worker)
+            batch.seq_lens_cpu, batch.seq_lens_sum = saved[4], saved[5]
+            with torch.inference_mode():
+                out = self.target_worker.forward_batch_generation(
+                    batch=None, forward_batch=fb, is_verify=True, skip_attn_backend_init=True
+                )
+            logits = out.logits_output.next_token_logits
+            apply_dflash_verify_logits_adjustments(next_token_logits=logits, sampling_info=info, draft_token_num=width)
+            bad = replay_mismatch(logits.view(bs, width, -1).argmax(-1), acc.new_tokens, acc.accept_len) & greedy
+            self.stats.record_oracle(greedy, bad)
+            flags = bad.tolist()
+            if any(flags):
+                logger.error(
+                    "DDTREE oracle: the sequential replay disagrees with the tree step for request(s) %s "
+                    "(prefix lengths %s, accepted %s)",
+                    [getattr(r, "rid", None) for r, f in zip(batch.reqs, flags) if f],
+                    [int(x) for x, f in zip(prefix_lens.tolist(), flags) if f],
+                    [int(x) for x, f in zip(acc.accept_len.tolist(), flags) if f],
+                )
+        finally:
+            allocator.free(scratch)
+            (batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc,
+             batch.seq_lens_cpu, batch.seq_lens_sum) = saved
 
     def _verify_mask(self, layout, prefix_lens, batch) -> torch.Tensor:
         # The CPU intel_amx backend reads sglang's QLEN_ONLY layout; GPU backends read the

@@ -57,12 +57,8 @@ def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
         _args(server_args_cls, **kw)
 
 
-@pytest.mark.parametrize("kw,flag", [
-    (dict(speculative_ddtree_oracle_rate=0.1), "--speculative-ddtree-oracle-rate"),
-])
-def test_unimplemented_flags_fail_clearly(server_args_cls, kw, flag):
-    with pytest.raises(NotImplementedError, match=flag):
-        _args(server_args_cls, **kw)
+def test_oracle_rate_is_accepted(server_args_cls):
+    assert _args(server_args_cls, speculative_ddtree_oracle_rate=0.25).speculative_ddtree_oracle_rate == 0.25
 
 
 def test_gdn_mode_wy_is_accepted(server_args_cls):

@@ -108,11 +108,19 @@ def _ddtree(budget, topk=4):
 
 def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, reference):
     ref = reference
+    info = []
     runs, after = _run(
         [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0]],
         env={"SGLANG_DDTREE_TEST_ORACLE": ref["oracle"]["first"]},
+        # Every step re-checked by a sequential replay (--speculative-ddtree-oracle-rate 1):
+        # full-depth paths, stops and finishing requests inside them; scratch KV freed (STRICT).
+        info_out=info, speculative_ddtree_oracle_rate=1.0,
         **_ddtree(budget=15),
     )
+    dd = info[0]["internal_states"][0]["ddtree"]
+    assert dd["oracle"]["steps"] == dd["steps"] and dd["oracle"]["skipped_steps"] == 0
+    assert dd["oracle"]["checked_request_steps"] == dd["request_steps"] > 0
+    assert dd["oracle"]["mismatched_request_steps"] == 0
     mixed, lens, stop_ids, stop_str = runs
     assert _ids(mixed) == ref["mixed"]
     for o in mixed:  # every step accepted all 15 drafts (a full-depth path)
