@@ -134,11 +134,13 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     st = state.clone()
     cp = conv_pool.clone()
     if ours_on:
-        out["ours_commit_ms_48"] = _time(lambda: (kern.tree_gdn_commit(st, sidx, u, G, k, accepted, accept_len),
-                                                  kern.tree_conv_commit(x, cp, sidx, accepted, accept_len)), iters) * LAYERS
-    # Kept per request per step (48 layers): u (fp32), G (fp32), the layer's raw k and conv
-    # inputs x (bf16) for the commits.
-    out["ours_extra_mib_per_req"] = LAYERS * N * (HV * V * 4 + HV * 4 + H * K * 2 + C * 2) / 2**20
+        # What --speculative-ddtree-gdn-mode wy runs: keys recomputed from x (none kept).
+        out["ours_commit_ms_48"] = _time(lambda: (
+            kern.tree_gdn_commit_from_x(st, sidx, u, G, x, w, None, cp, H * K, H, accepted, accept_len),
+            kern.tree_conv_commit(x, cp, sidx, accepted, accept_len)), iters) * LAYERS
+    # Kept per request per step (48 layers): u (fp32), G (fp32) and the conv inputs x (bf16).
+    # (Session-3 call-2 numbers in RESULTS.md kept the raw keys too: + H * K * 2 per node.)
+    out["ours_extra_mib_per_req"] = LAYERS * N * (HV * V * 4 + HV * 4 + C * 2) / 2**20
     # Upstream keeps one fp32 state and one conv window per node, per layer call.
     upstream_bytes = bs * N * (HV * V * K * 4 + C * (KW - 1) * 2)
     if upstream and upstream_bytes > UPSTREAM_MAX_GIB * 2**30:

@@ -280,8 +280,9 @@ def test_cuda_commit_equals_triton_commit_and_reference(kern):
 # ----------------------------------------------------------------------------- wy mode (engine glue)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
 @kernels_here
-def test_wy_layer_verify_and_commit_match_references(kern):
+def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol):
     """compat/gdn_wy.py as the GDN backend hook drives it: one layer's tree verify from sglang's
     packed ``mixed_qkv`` and pools (conv pool channel-fastest, state pool [slots, HV, V, K]),
     then the commit of each request's accepted path; against the float64 path references."""
@@ -295,13 +296,13 @@ def test_wy_layer_verify_and_commit_match_references(kern):
     bs = len(trees)
     parents = torch.stack([t[0] for t in trees])
     anc = torch.stack([t[1] for t in trees])
-    x = torch.randn(bs * n, C)
-    w = torch.randn(C, W) * 0.5
-    a = torch.randn(bs * n, HV)
-    b = torch.randn(bs * n, HV)
+    x = torch.randn(bs * n, C).to(dtype)
+    w = (torch.randn(C, W) * 0.5).to(dtype)
+    a = torch.randn(bs * n, HV).to(dtype)
+    b = torch.randn(bs * n, HV).to(dtype)
     A_log = torch.randn(HV) * 0.5
     dt_bias = torch.randn(HV) * 0.5
-    conv_pool = torch.randn(6, W - 1, C).transpose(1, 2)
+    conv_pool = torch.randn(6, W - 1, C).to(dtype).transpose(1, 2)
     ssm = torch.randn(6, HV, V, K) * 0.3
     slots = torch.tensor([4, 1, 5, 2])
 
@@ -338,7 +339,7 @@ def test_wy_layer_verify_and_commit_match_references(kern):
                                                    ssm[slots[r]].transpose(-1, -2).double(), K ** -0.5)
         ref_o.append(o_r)
         ref_states.append(st)
-    assert _rel(o, torch.cat(ref_o)) < 2e-5
+    assert _rel(o, torch.cat(ref_o)) < tol
 
     P = 16
     accepted = torch.full((bs, P), -1, dtype=torch.int64)
@@ -356,7 +357,7 @@ def test_wy_layer_verify_and_commit_match_references(kern):
     assert wy.saved == {}
     st, cv = cache.temporal.cpu(), cache.conv[0].cpu()
     for r, path in enumerate(picks):
-        assert _rel(st[slots[r]], ref_states[r][path[-1]].transpose(-1, -2)) < 2e-5, r
+        assert _rel(st[slots[r]], ref_states[r][path[-1]].transpose(-1, -2)) < tol, r
         want = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], conv_pool[slots[r]], torch.tensor(path))
         assert torch.equal(cv[slots[r]], want), r
     assert torch.equal(st[untouched], ssm[untouched]) and torch.equal(cv[untouched], conv_pool[untouched])

@@ -7,8 +7,8 @@ sglang's per-node ones:
   nothing to the pool: sglang's kernel rolls the state in place, ours leaves it as committed);
 - ``tree_gdn_verify`` (tree WY solve, ``kernels/gdn_tree_triton.py``) from the request's
   recurrent state (read-only);
-- and keeps, per layer, what the commit needs: ``u`` and ``G`` (fp32), the layer's raw keys and
-  its pre-conv inputs.
+- and keeps, per layer, what the commit needs: ``u`` and ``G`` (fp32) and the layer's pre-conv
+  inputs (the commit recomputes the path's keys from them, so the keys are not kept).
 
 After acceptance the worker calls :func:`wy_commit`, which rebuilds each layer's state of the
 last accepted node from at most L + 1 path terms and writes it, and the conv window of the
@@ -35,7 +35,7 @@ class WyVerifyState:
     """Per-step tree description for the linear layers, carried on the verify input.
 
     parent ``[bs, N]`` int32 (-1: root or padding); anc ``[bs, N, N]`` uint8 ancestor mask
-    (self included); ``saved[layer_id]`` = (layer cache, slots, u, G, k, x) until the commit.
+    (self included); ``saved[layer_id]`` = (layer, layer cache, slots, u, G, x) until the commit.
     """
 
     parent: torch.Tensor
@@ -74,10 +74,10 @@ def wy_target_verify(backend, layer, forward_batch, mixed_qkv: torch.Tensor, a: 
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
     q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)
-    k = k.reshape(T, layer.num_k_heads, k_dim).contiguous()  # kept for the commit
+    k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots)
-    wy.saved[layer.layer_id] = (cache, slots, u, G, k, mixed_qkv)
+    wy.saved[layer.layer_id] = (layer, cache, slots, u, G, mixed_qkv)
     return o
 
 
@@ -85,10 +85,12 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     """Write every verified layer's state of the last accepted node (recurrent state and conv
     window) into the requests' slots. ``accepted [bs, P]`` verify positions of the path, root
     first, -1 padded; ``accept_len [bs]`` accepted drafts."""
-    from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit
+    from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit_from_x
 
-    for cache, slots, u, G, k, x in wy.saved.values():
-        tree_gdn_commit(cache.temporal, slots, u, G, k, accepted, accept_len)
+    for layer, cache, slots, u, G, x in wy.saved.values():
+        # The recurrent commit reads the committed conv state: before the conv commit.
+        tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
+                               layer.q_dim, layer.num_k_heads, accepted, accept_len)
         tree_conv_commit(x, cache.conv[0], slots, accepted, accept_len)
     wy.saved.clear()
 

@@ -231,6 +231,54 @@ def _tree_gdn_commit_kernel(
 
 
 @triton.jit
+def _tree_gdn_commit_from_x_kernel(
+    state, state_idx, u_buf, g_buf, x, w, bias, conv_state, accepted, accept_len,
+    N, C, k_off, s_slot, s_c, s_w,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, KW: tl.constexpr,
+    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    """``_tree_gdn_commit_kernel`` without the saved keys: each path node's key is recomputed
+    from the layer's pre-conv inputs ``x [T, C]`` (channels ``k_off + h * K ..``), the conv
+    weights and the request's *committed* conv state (read before the conv commit rewrites
+    it), exactly as ``_tree_conv_kernel`` formed it (same tap order, fp32, rounded to x's dtype),
+    then SiLU and L2-normalised as the verify did."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
+    m_s = m_k[:, None] & m_v[None, :]
+    n_acc = tl.load(accept_len + i_b)
+    tok0 = i_b * N
+    last = tl.load(accepted + i_b * P + n_acc)
+    G_last = tl.load(g_buf + (tok0 + last) * HV + i_hv)
+    S = tl.exp(G_last) * tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
+    ch = k_off + i_h * K + o_k
+    for t in range(P):
+        node = tl.load(accepted + i_b * P + t)
+        on = (t <= n_acc) & (node >= 0)
+        node = tl.where(on, node, 0)
+        w_t = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
+        acc = tl.zeros([BK], dtype=tl.float32)
+        if HAS_BIAS:
+            acc += tl.load(bias + ch, mask=m_k, other=0.0).to(tl.float32)
+        for j in tl.static_range(KW):
+            # Tap j (0 = the node) is path index t - j; before the root it reads the committed
+            # conv state from its newest column backwards.
+            src_t = t - j
+            src = tl.load(accepted + i_b * P + tl.maximum(src_t, 0))
+            xv = tl.load(x + (tok0 + tl.maximum(src, 0)) * C + ch, mask=m_k & (src_t >= 0), other=0.0).to(tl.float32)
+            col = (KW - 1) + src_t
+            sv = tl.load(conv_state + slot * s_slot + ch * s_c + tl.maximum(col, 0) * s_w,
+                         mask=m_k & (src_t < 0) & (col >= 0), other=0.0).to(tl.float32)
+            wc = tl.load(w + ch * KW + (KW - 1 - j), mask=m_k, other=0.0).to(tl.float32)
+            acc += tl.where(src_t >= 0, xv, sv) * wc
+        acc = acc / (1.0 + tl.exp(-acc))
+        kr = acc.to(x.dtype.element_ty).to(tl.float32)
+        kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
+        u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
+        S += w_t * kn[:, None] * u[None, :]
+    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
+
+
+@triton.jit
 def _tree_conv_kernel(
     x, w, bias, conv_state, state_idx, parent, out,
     N, C, s_slot, s_c, s_w,
@@ -360,6 +408,27 @@ def tree_gdn_commit(state, state_idx, u, G, k, accepted, accept_len, block_v: in
         state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
         accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N,
         H=H, HV=HV, K=K, V=V, P=P, BK=BK, BV=BV, num_warps=4,
+    )
+
+
+def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, k_offset: int, num_k_heads: int,
+                           accepted, accept_len, block_v: int = 32) -> None:
+    """:func:`tree_gdn_commit` that recomputes the path's keys from the pre-conv inputs
+    ``x [T, C]`` (key channels start at ``k_offset``, ``num_k_heads`` heads of ``K`` = the
+    state's key dim), conv ``weight [C, W]``/``bias`` and the request's conv state, so the
+    verify need not keep the keys (SiLU conv, as sglang's GDN layers). Call it *before*
+    :func:`tree_conv_commit` rewrites the conv state."""
+    bs, N, HV, V = u.shape
+    K = state.shape[-1]
+    C, KW = weight.shape
+    P = accepted.shape[1]
+    BK = max(16, triton.next_power_of_2(K))
+    BV = min(max(16, triton.next_power_of_2(V)), block_v)
+    _tree_gdn_commit_from_x_kernel[(triton.cdiv(V, BV), bs * HV)](
+        state, state_idx.to(torch.int32).contiguous(), u, G, x.contiguous(), weight.contiguous(),
+        bias if bias is not None else weight, conv_state, accepted.to(torch.int32).contiguous(),
+        accept_len.to(torch.int32).contiguous(), N, C, int(k_offset), *conv_state.stride(),
+        H=int(num_k_heads), HV=HV, K=K, V=V, KW=KW, P=P, BK=BK, BV=BV, HAS_BIAS=bias is not None, num_warps=4,
     )
 
 
