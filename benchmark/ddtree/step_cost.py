@@ -1,0 +1,160 @@
+"""Step cost through sglang: ms per decode step for no speculation, the DFLASH chain and DDTREE
+at several budgets, at several concurrencies, CUDA graphs and overlap scheduling on, beside the
+physical floor (weight bytes / measured memory bandwidth) (issue: benchmarks at Qwen3.6-27B
+scale, item 2).
+
+The models are ``qwen36_shapes.py`` folders served with ``--load-format dummy`` (random bf16
+weights made on the GPU): step cost does not depend on the weight values. With random weights
+DDTREE accepts ~nothing, so every step commits ~1 token and ms/step is the verify + draft +
+tree cost that matters; acceptance comes from ``accept_sweep.py``.
+
+Per configuration one engine; per concurrency c: c requests of ``--prompt-len`` random tokens,
+first a 1-token generation (prefill), then ``--decode-tokens`` (ignore_eos). ms/step =
+(t_decode - t_prefill) / decode steps (verify steps; no speculation: tokens - 1).
+
+    python benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36
+    python benchmark/ddtree/step_cost.py --models /tmp/qwen36 --out step_cost.json
+    python benchmark/ddtree/step_cost.py --models DIR --configs no-spec DFLASH DDTREE-8 --concurrency 1 2 \\
+        --target-path T --drafter-path D --decode-tokens 8   # any pair, e.g. the tiny models on CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def memory_bandwidth_gbs(gib: float = 2.0) -> float:
+    """Device-to-device copy bandwidth (read + write bytes per second), median of 10."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return float("nan")
+    n = int(gib * 2**30) // 2
+    a = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    ts = []
+    for _ in range(12):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3)
+    del a, b
+    return 2 * n * 2 / statistics.median(ts[2:]) / 1e9
+
+
+def spec_kwargs(cfg: str, drafter: str) -> dict:
+    if cfg == "no-spec":
+        return {}
+    base = dict(speculative_draft_model_path=drafter, speculative_draft_load_format="dummy")
+    if cfg == "DFLASH":
+        return dict(base, speculative_algorithm="DFLASH")
+    if cfg.startswith("DDTREE-"):
+        return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=int(cfg.split("-", 1)[1]))
+    raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-<budget>)")
+
+
+def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
+            vocab: int, extra: dict) -> list:
+    import random
+
+    import sglang as sgl
+    import torch
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    kw = dict(model_path=target, load_format="dummy", skip_tokenizer_init=True, device=dev,
+              dtype="bfloat16" if dev == "cuda" else "float32", mem_fraction_static=0.85 if dev == "cuda" else 0.3,
+              max_running_requests=max(concurrency), log_level="error")
+    if dev == "cuda":
+        kw["cuda_graph_max_bs_decode"] = max(concurrency)
+    else:
+        kw.update(disable_overlap_schedule=True, max_total_tokens=16384)
+    kw.update(spec_kwargs(cfg, drafter))
+    kw.update(extra)
+    rng = random.Random(0)
+    rows = []
+    t0 = time.time()
+    engine = sgl.Engine(**kw)
+    startup = time.time() - t0
+    try:
+        for c in concurrency:
+            prompts = [[rng.randrange(10, vocab - 10) for _ in range(prompt_len)] for _ in range(c)]
+            sp1 = dict(temperature=0.0, max_new_tokens=1, ignore_eos=True)
+            spn = dict(temperature=0.0, max_new_tokens=decode_tokens, ignore_eos=True)
+            engine.generate(input_ids=prompts, sampling_params=spn)  # warm-up (graphs, kernels)
+            t = time.perf_counter()
+            engine.generate(input_ids=prompts, sampling_params=sp1)
+            t_prefill = time.perf_counter() - t
+            t = time.perf_counter()
+            outs = engine.generate(input_ids=prompts, sampling_params=spn)
+            t_all = time.perf_counter() - t
+            steps = [o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1) for o in outs]
+            toks = [o["meta_info"]["completion_tokens"] for o in outs]
+            n_steps = max(1, max(steps))  # decode steps after the prefill's token
+            rows.append(dict(config=cfg, concurrency=c, startup_s=round(startup, 1), prefill_s=round(t_prefill, 4),
+                             total_s=round(t_all, 4), steps=max(steps), tokens_per_request=statistics.mean(toks),
+                             ms_per_step=round((t_all - t_prefill) * 1e3 / n_steps, 3),
+                             tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
+            print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
+    finally:
+        engine.shutdown()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=Path, help="a qwen36_shapes.py output folder (target/, drafter/, shapes.json)")
+    ap.add_argument("--target-path")
+    ap.add_argument("--drafter-path")
+    ap.add_argument("--configs", nargs="+",
+                    default=["no-spec", "DFLASH"] + [f"DDTREE-{b}" for b in (8, 16, 32, 64, 128, 256)])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--prompt-len", type=int, default=512)
+    ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
+        harness = ROOT / "test" / "harness"
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(harness), os.environ.get("PYTHONPATH", "")])
+        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+        sys.path.insert(0, str(harness))
+    target = a.target_path or str(a.models / "target")
+    drafter = a.drafter_path or str(a.models / "drafter")
+    meta = {"target": target, "drafter": drafter, "prompt_len": a.prompt_len, "decode_tokens": a.decode_tokens,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+    vocab = json.loads(Path(target, "config.json").read_text())["vocab_size"]
+    if a.models and (a.models / "shapes.json").exists():
+        wb = json.loads((a.models / "shapes.json").read_text())["weight_bytes"]
+        bw = memory_bandwidth_gbs()
+        meta.update(weight_bytes=wb, copy_bandwidth_gbs=round(bw, 1),
+                    floor_ms_target=round(wb["target"] / (bw * 1e9) * 1e3, 3) if bw == bw else None)
+    extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
+    rows = []
+    for cfg in a.configs:
+        rows += measure(target, drafter, cfg, a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra)
+        a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    base = {r["concurrency"]: r["ms_per_step"] for r in rows if r["config"] == "DFLASH"}
+    for r in rows:
+        if r["concurrency"] in base:
+            r["vs_dflash_step"] = round(r["ms_per_step"] / base[r["concurrency"]], 3)
+    a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
