@@ -204,12 +204,11 @@ def _tree_gdn_fwd_kernel(
 
 
 @triton.jit
-def _tree_gdn_commit_kernel(
-    state, state_idx, u_buf, g_buf, k, accepted, accept_len,
-    N,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-):
+def _commit_prologue(state, state_idx, g_buf, accepted, accept_len, N,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                     P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    """Commit kernels' shared start: this program's state tile, the path length and the decayed
+    committed state ``exp(G_last) S0`` the path terms are added to."""
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
     m_s = m_k[:, None] & m_v[None, :]
@@ -218,11 +217,31 @@ def _tree_gdn_commit_kernel(
     last = tl.load(accepted + i_b * P + n_acc)
     G_last = tl.load(g_buf + (tok0 + last) * HV + i_hv)
     S = tl.exp(G_last) * tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
+    return i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S
+
+
+@triton.jit
+def _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV: tl.constexpr, P: tl.constexpr):
+    """Path index t: its verify position (0 when off the path) and weight exp(G_last - G_node)
+    (0 when off the path)."""
+    node = tl.load(accepted + i_b * P + t)
+    on = (t <= n_acc) & (node >= 0)
+    node = tl.where(on, node, 0)
+    w = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
+    return node, w
+
+
+@triton.jit
+def _tree_gdn_commit_kernel(
+    state, state_idx, u_buf, g_buf, k, accepted, accept_len,
+    N,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+):
+    i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
+        state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
     for t in range(P):
-        node = tl.load(accepted + i_b * P + t)
-        on = (t <= n_acc) & (node >= 0)
-        node = tl.where(on, node, 0)
-        w = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
+        node, w = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
         kr = tl.load(k + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0).to(tl.float32)
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
@@ -242,20 +261,12 @@ def _tree_gdn_commit_from_x_kernel(
     weights and the request's *committed* conv state (read before the conv commit rewrites
     it), exactly as ``_tree_conv_kernel`` formed it (same tap order, fp32, rounded to x's dtype),
     then SiLU and L2-normalised as the verify did."""
-    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
-    p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
-    m_s = m_k[:, None] & m_v[None, :]
-    n_acc = tl.load(accept_len + i_b)
-    tok0 = i_b * N
-    last = tl.load(accepted + i_b * P + n_acc)
-    G_last = tl.load(g_buf + (tok0 + last) * HV + i_hv)
-    S = tl.exp(G_last) * tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
+    i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
+        state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
+    slot = tl.load(state_idx + i_b).to(tl.int64)
     ch = k_off + i_h * K + o_k
     for t in range(P):
-        node = tl.load(accepted + i_b * P + t)
-        on = (t <= n_acc) & (node >= 0)
-        node = tl.where(on, node, 0)
-        w_t = tl.where(on, tl.exp(G_last - tl.load(g_buf + (tok0 + node) * HV + i_hv)), 0.0)
+        node, w_t = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
         acc = tl.zeros([BK], dtype=tl.float32)
         if HAS_BIAS:
             acc += tl.load(bias + ch, mask=m_k, other=0.0).to(tl.float32)
