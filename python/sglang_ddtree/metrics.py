@@ -34,6 +34,7 @@ class DDTreeStats:
         self.depth_hist = torch.zeros(self.max_depth + 1, dtype=torch.int64, device=device)
         self.nodes = torch.zeros((), dtype=torch.int64, device=device)
         self.batch_steps = 0  # host-side count of DDTREE steps (batches)
+        self.verify_graph_steps = 0  # steps whose target verify replayed a CUDA graph
         # --speculative-ddtree-oracle-rate: request-steps replayed, and those that disagreed.
         self.oracle_checked = torch.zeros((), dtype=torch.int64, device=device)
         self.oracle_mismatch = torch.zeros((), dtype=torch.int64, device=device)
@@ -75,6 +76,7 @@ class DDTreeStats:
             "avg_accept_length": (sum(i * c for i, c in enumerate(acc)) + n) / n if n else 0.0,
             "depth_reached_histogram": self.depth_hist.tolist(),
             "avg_tree_nodes": int(self.nodes) / n if n else 0.0,
+            "verify_cuda_graph_steps": self.verify_graph_steps,
         }
         if self.oracle_steps or self.oracle_skipped:
             out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,

@@ -133,9 +133,10 @@ def _no_graph_for_tree_verify(original, self, forward_batch, *args, **kwargs):
     """sglang captures the DFlash-family verify graph with no tree mask; replaying it for a
     DDTREE verify would silently drop the mask, so tree verifies run eagerly until the
     tree-mask capture is implemented."""
+    from .compat.verify_graph import tree_verify_graphs_enabled
     from .worker import DDTreeVerifyInput
 
-    if isinstance(getattr(forward_batch, "spec_info", None), DDTreeVerifyInput):
+    if isinstance(getattr(forward_batch, "spec_info", None), DDTreeVerifyInput) and not tree_verify_graphs_enabled():
         return False
     return original(self, forward_batch, *args, **kwargs)
 

@@ -40,6 +40,7 @@ from .core.accept import target_tokens, tree_walk
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .compat.gdn_wy import WyVerifyState, wy_commit
+from .compat.verify_graph import tree_verify_graphs_enabled
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
 from .core.verify_layout import build_verify_layout
@@ -68,7 +69,11 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         """Like DFLASH's, but never replays the decode CUDA graph: sglang captures the
         DFlash-family verify graph with ``custom_mask=None``, so a replay would silently drop
         the tree mask. Eager verify until the tree-mask graph capture lands (the model
-        runner's own graph decision is guarded too: ``registration.register_graph_guards``)."""
+        runner's own graph decision is guarded too: ``registration.register_graph_guards``);
+        the developer preview ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1`` (compat/verify_graph.py)
+        captures with the mask and prepares replays as DFLASH does."""
+        if tree_verify_graphs_enabled():
+            return DFlashVerifyInput.prepare_for_verify(self, batch, target_worker)
         batch.input_ids = self.draft_token
         batch.spec_info = self
         batch.forward_mode = ForwardMode.TARGET_VERIFY
@@ -312,6 +317,7 @@ class DDTreeWorker(DFlashWorkerV2):
                 batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
             )
         logits_output = target_out.logits_output
+        self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
         # Penalties, logit bias, custom logit processors and grammar masks, as DFLASH applies
         # them to its verify logits (one adjustment per request, broadcast over the positions).
         apply_dflash_verify_logits_adjustments(

@@ -106,6 +106,14 @@ CASES = {
     # and a non-first sibling whose state is not the chain's.
     "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first"}),
     "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
+    # CUDA-graph tree verify (developer preview, compat/verify_graph.py): replays must happen and
+    # stay lossless with accepted later siblings; the control captures without the mask (as
+    # sglang does for DFLASH) and must NOT stay lossless, which shows the mask is applied.
+    "ddtree16-llama-oracle-sibling-graphs": ("llama", lambda: _ddtree(16), {
+        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree16-llama-oracle-sibling-graphs-nomask": ("llama", lambda: _ddtree(16), {
+        "oracle": "sibling", "expect_mismatch": True,
+        "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH_NOMASK_CONTROL": "1"}}),
     "ddtree15-qwen35-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35"), {"oracle": "first"}),
     "ddtree16-qwen35-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35"), {"oracle": "sibling"}),
 }
@@ -160,7 +168,7 @@ def run_case(name: str, out: Path) -> dict:
     import sglang as sgl
 
     model, spec_fn, checks = CASES[name]
-    env = {}
+    env = dict(checks.get("env", {}))
     plain = name.startswith("plain-")
     if checks.get("oracle"):
         ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]
@@ -204,6 +212,7 @@ def run_case(name: str, out: Path) -> dict:
         top2=[[[(lp, tid, None) for lp, tid, *_ in pos] for pos in o["meta_info"]["output_top_logprobs"]]
               for o in outs] if plain else None,
         avg_spec_accept_length=(info.get("internal_states") or [{}])[0].get("avg_spec_accept_length"),
+        ddtree=(info.get("internal_states") or [{}])[0].get("ddtree"),
     )
     (out / f"{name}.json").write_text(json.dumps(rec))
     return rec

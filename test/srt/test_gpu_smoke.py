@@ -52,6 +52,11 @@ def test_speculative_equals_plain(results, name):
     rec = _ok(results, name)
     cmp = _compare(results, rec)
     checks = gpu_cases.CASES[name][2]
+    if checks.get("expect_mismatch"):  # a negative control: it must fail the equality
+        assert not all(c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]) for c in cmp), cmp
+        return
+    if checks.get("graphs"):  # the verify really replayed CUDA graphs
+        assert (rec.get("ddtree") or {}).get("verify_cuda_graph_steps", 0) > 0, rec.get("ddtree")
     if checks.get("known_bad") and not all(c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]) for c in cmp):
         pytest.xfail(f"known: {checks['known_bad']} ({cmp})")
     for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run
