@@ -121,11 +121,12 @@ def _rel(x, ref):
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
 
 
+@pytest.mark.parametrize("impl", ["fused", "split"])
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
 @pytest.mark.parametrize("n", [16, 23, 40])
 @kernels_here
-def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n, precision):
+def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n, precision, impl):
     H, HV, K, V = 2, 4, 32, 32
     trees = _trees(n)
     bs = len(trees)  # a batch of different trees
@@ -138,9 +139,9 @@ def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n, pr
 
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
     st = state.clone().to(DEV)
-    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale, precision=precision)
+    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale, precision=precision, impl=impl)
     assert o.dtype == dtype and o.shape == v.shape
-    print(f"[tree_gdn] n={n} {dtype} {precision}: o rel err {_rel(o, ref_o):.2e}")
+    print(f"[tree_gdn] n={n} {dtype} {precision} {impl}: o rel err {_rel(o, ref_o):.2e}")
     assert _rel(o, ref_o) < tol
     assert torch.equal(st.cpu(), state)  # verify never writes the state pool
 

@@ -100,6 +100,101 @@ def _tree_qk_kernel(
 
 
 @triton.jit
+def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, HV: tl.constexpr, BT: tl.constexpr):
+    """Path decay ``G[t]`` = sum of g over t's ancestors (self included) for the chunk's rows,
+    reading chunks ``0 .. n_chunks - 1`` (ancestors precede, so any bound past the row's own
+    chunk is exact)."""
+    G_i = tl.zeros([BT], dtype=tl.float32)
+    for j in range(n_chunks):
+        cols = j * BT + o_t
+        m_c = cols < N
+        a_j = tl.load(a + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0).to(tl.float32)
+        g_j = tl.where(m_c, a_neg * _softplus(a_j + dtb), 0.0)
+        anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
+        G_i += tl.sum(tl.where(anc_ij, g_j[None, :], 0.0), 1)
+    return G_i
+
+
+@triton.jit
+def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                          BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr,
+                          PREC: tl.constexpr):
+    """``kn S0`` and ``scale * qn S0`` for the chunk's rows ([BT, BV] each, normalised keys and
+    queries), over K in slices of BKC so only [BT, BKC] tiles are live."""
+    kss = tl.zeros([BT], dtype=tl.float32)
+    qss = tl.zeros([BT], dtype=tl.float32)
+    for kc in tl.static_range(0, BK, BKC):
+        o_kc = kc + tl.arange(0, BKC)
+        m_kc = m_r[:, None] & (o_kc < K)[None, :]
+        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+        kss += tl.sum(kr * kr, 1)
+        qss += tl.sum(qr * qr, 1)
+    kS = tl.zeros([BT, BV], dtype=tl.float32)
+    qS = tl.zeros([BT, BV], dtype=tl.float32)
+    for kc in tl.static_range(0, BK, BKC):
+        o_kc = kc + tl.arange(0, BKC)
+        m_kc = m_r[:, None] & (o_kc < K)[None, :]
+        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+        S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
+                      mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+        kS += tl.dot(kr, S0c, input_precision=PREC)
+        qS += tl.dot(qr, S0c, input_precision=PREC)
+    return kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None], qS * (scale / tl.sqrt(qss + 1e-6))[:, None]
+
+
+@triton.jit
+def _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r, o_t,
+                 o_v, m_v, N, NP, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr,
+                 PREC: tl.constexpr):
+    """The chunk's forward substitution given its state products: earlier chunks' u are final;
+    the diagonal block (I + A) u = rhs has A strictly lower triangular (parents precede
+    children), so A^BT = 0 and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...: the factors commute,
+    so they are applied to rhs one by one. Stores o, u (and G from the first V tile)."""
+    eye = o_t[:, None] == o_t[None, :]
+    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+    eG_i = tl.exp(G_i)
+    v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
+                  mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+    rhs = beta_i[:, None] * (v_i - eG_i[:, None] * kS)
+    acc = eG_i[:, None] * qS
+    for j in range(i):
+        cols = j * BT + o_t
+        m_c = cols < N
+        G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
+        u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
+                      mask=m_c[:, None] & m_v[None, :], other=0.0)
+        m_p = m_r[:, None] & m_c[None, :]
+        p_pair = pair0 + rows[:, None] * NP + cols[None, :]
+        kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+        qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+        # kk/qk are 0 off the ancestor pairs, so the decay needs no mask beyond m_p.
+        dec = tl.exp(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0))
+        rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
+        acc += tl.dot(qk * dec, u_j, input_precision=PREC)
+    m_p = m_r[:, None] & m_r[None, :]
+    p_pair = pair0 + rows[:, None] * NP + rows[None, :]
+    kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+    qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+    dec_ii = tl.exp(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0))
+    A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
+    u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
+    Ap = A_ii
+    for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to A^(BT/2)
+        Ap = tl.dot(Ap, Ap, input_precision=PREC)
+        u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
+    acc += tl.dot(qk * dec_ii, u_i, input_precision=PREC)
+    tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
+             mask=m_r[:, None] & m_v[None, :])
+    tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
+    if i_v == 0:
+        tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+
+
+@triton.jit
 def _tree_gdn_fwd_kernel(
     q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, kk_buf, qk_buf,
     o, u_buf, g_buf,
@@ -108,11 +203,9 @@ def _tree_gdn_fwd_kernel(
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
     BKC: tl.constexpr, PREC: tl.constexpr,
 ):
-    # Register budget: the [BT, K] rows live only while the chunk's state products are formed;
-    # the node-pair products come precomputed (``_tree_qk_kernel``), so the loop over earlier
-    # chunks carries [BT, BV] accumulators only. The diagonal block is solved with matrix
-    # products (no row-by-row reductions), so every product runs on tensor cores (PREC
-    # "tf32x3" keeps fp32-level accuracy).
+    """impl "fused": grid (V tiles, bs * HV); each program walks its head's node chunks in
+    order, forming each chunk's state products and solving it. The node-pair products come
+    precomputed (``_tree_qk_kernel``), so the walk carries [BT, BV] accumulators only."""
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
@@ -122,84 +215,71 @@ def _tree_gdn_fwd_kernel(
     pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
-    eye = o_t[:, None] == o_t[None, :]
     for i in range(NT):
         rows = i * BT + o_t
         m_r = rows < N
-        b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-        beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
-        # Path decay G_i[t] = sum of g over t's ancestors (self included), from every chunk <= i.
-        G_i = tl.zeros([BT], dtype=tl.float32)
-        for j in range(i + 1):
-            cols = j * BT + o_t
-            m_c = cols < N
-            a_j = tl.load(a + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0).to(tl.float32)
-            g_j = tl.where(m_c, a_neg * _softplus(a_j + dtb), 0.0)
-            anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
-            G_i += tl.sum(tl.where(anc_ij, g_j[None, :], 0.0), 1)
-        eG_i = tl.exp(G_i)
-        # kn_i S0 and qn_i S0 over K in slices of BKC (short-lived [BT, BKC] tiles).
-        kss = tl.zeros([BT], dtype=tl.float32)
-        qss = tl.zeros([BT], dtype=tl.float32)
-        for kc in tl.static_range(0, BK, BKC):
-            o_kc = kc + tl.arange(0, BKC)
-            m_kc = m_r[:, None] & (o_kc < K)[None, :]
-            kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-            qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-            kss += tl.sum(kr * kr, 1)
-            qss += tl.sum(qr * qr, 1)
-        kS = tl.zeros([BT, BV], dtype=tl.float32)
-        qS = tl.zeros([BT, BV], dtype=tl.float32)
-        for kc in tl.static_range(0, BK, BKC):
-            o_kc = kc + tl.arange(0, BKC)
-            m_kc = m_r[:, None] & (o_kc < K)[None, :]
-            kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-            qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-            S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
-                          mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
-            kS += tl.dot(kr, S0c, input_precision=PREC)
-            qS += tl.dot(qr, S0c, input_precision=PREC)
-        kS = kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None]
-        acc = (eG_i * scale / tl.sqrt(qss + 1e-6))[:, None] * qS
-        v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
-                      mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
-        rhs = beta_i[:, None] * (v_i - eG_i[:, None] * kS)
-        # Earlier chunks: their u is final (forward substitution by node blocks).
-        for j in range(i):
-            cols = j * BT + o_t
-            m_c = cols < N
-            G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
-            u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
-                          mask=m_c[:, None] & m_v[None, :], other=0.0)
-            m_p = m_r[:, None] & m_c[None, :]
-            p_pair = pair0 + rows[:, None] * NP + cols[None, :]
-            kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
-            qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-            # kk/qk are 0 off the ancestor pairs, so the decay needs no mask beyond m_p.
-            dec = tl.exp(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0))
-            rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
-            acc += tl.dot(qk * dec, u_j, input_precision=PREC)
-        # The diagonal block: (I + A) u = rhs with A strictly lower triangular (parents precede
-        # children), so A^BT = 0 and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)(I + A^8)...: the
-        # factors commute, so apply them to rhs one by one.
-        m_p = m_r[:, None] & m_r[None, :]
-        p_pair = pair0 + rows[:, None] * NP + rows[None, :]
-        kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
-        qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-        dec_ii = tl.exp(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0))
-        A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
-        u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
-        Ap = A_ii
-        for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to A^(BT/2)
-            Ap = tl.dot(Ap, Ap, input_precision=PREC)
-            u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
-        acc += tl.dot(qk * dec_ii, u_i, input_precision=PREC)
-        tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
-                 mask=m_r[:, None] & m_v[None, :])
-        tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
-        if i_v == 0:
-            tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
+        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
+        _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r,
+                     o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         # Later chunks of this program read u (and G) back through global memory.
+        tl.debug_barrier()
+
+
+@triton.jit
+def _tree_state_products_kernel(
+    q, k, a, A_log, dt_bias, anc, state, state_idx, ks_buf, qs_buf, g_buf,
+    N, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """impl "split", first pass, grid (V tiles, bs * HV, chunks): every chunk's state products
+    and path decays at once (nothing here depends on other chunks' results)."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    i = tl.program_id(2)
+    o_t = tl.arange(0, BT)
+    rows = i * BT + o_t
+    m_r = rows < N
+    tok0 = i_b * N
+    kS, qS = _chunk_state_products(k + (tok0 * H + i_h) * K, q + (tok0 * H + i_h) * K, state, slot, i_hv, rows,
+                                   m_r, o_v, m_v, scale, H, HV, K, V, BT, BK, BV, BKC, PREC)
+    off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
+    m_o = m_r[:, None] & m_v[None, :]
+    tl.store(ks_buf + off, kS, mask=m_o)
+    tl.store(qs_buf + off, qS, mask=m_o)
+    if i_v == 0:
+        a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+        # All chunks: the bound must not depend on program_id (the interpreter needs a number).
+        G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, NT, rows, m_r, o_t, N, HV, BT)
+        tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+
+
+@triton.jit
+def _tree_gdn_solve_kernel(
+    b, v, state_idx, ks_buf, qs_buf, kk_buf, qk_buf, o, u_buf, g_buf,
+    N, NP,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr,
+):
+    """impl "split", second pass, grid (V tiles, bs * HV): the sequential forward substitution
+    over the chunks, reading the first pass's products: only [BT, BV] / [BT, BT] tiles."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    o_t = tl.arange(0, BT)
+    tok0 = i_b * N
+    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    for i in range(NT):
+        rows = i * BT + o_t
+        m_r = rows < N
+        off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
+        m_o = m_r[:, None] & m_v[None, :]
+        kS = tl.load(ks_buf + off, mask=m_o, other=0.0)
+        qS = tl.load(qs_buf + off, mask=m_o, other=0.0)
+        G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
+        _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r,
+                     o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         tl.debug_barrier()
 
 
@@ -363,13 +443,17 @@ def _tree_conv_commit_kernel(
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v: int = 32, precision: str = "tf32x3"):
+                    block_t: int = 16, block_v: int = 32, precision: str = "tf32x3", impl: str = "fused"):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
     ``state`` is not modified (see :func:`tree_gdn_commit`). ``precision`` is Triton's
     ``input_precision`` for every product: "tf32x3" (default: three tf32 tensor-core passes,
     measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
+    ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
+    chunk's state products on the way; measured in RESULTS.md) or "split" (all chunks' state
+    products and decays in one fully parallel pass, then the walk does only the substitution;
+    not timed on a GPU yet).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -392,14 +476,28 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     qk = torch.empty_like(kk)
     _tree_qk_kernel[(NT, NT, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=block_t, BK=BK,
                                      PREC=precision, num_warps=4)
-    _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
-        q, k, v.contiguous(), a.contiguous(), b.contiguous(),
-        A_log.contiguous(), dt_bias.contiguous(), anc, state,
-        state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
-        H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, NT=NT,
-        NSQ=block_t.bit_length() - 2, BKC=min(BK, 32), PREC=precision,
-        num_warps=4,
-    )
+    common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=4)
+    if impl == "fused":
+        _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
+            q, k, v.contiguous(), a.contiguous(), b.contiguous(),
+            A_log.contiguous(), dt_bias.contiguous(), anc, state,
+            state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
+            NT=NT, NSQ=block_t.bit_length() - 2, BKC=min(BK, 32), **common,
+        )
+    elif impl == "split":
+        ks = torch.empty_like(u)
+        qs = torch.empty_like(u)
+        sidx = state_idx.to(torch.int32).contiguous()
+        _tree_state_products_kernel[(triton.cdiv(V, BV), bs * HV, NT)](
+            q, k, a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, state, sidx, ks, qs, G,
+            N, float(scale), NT=NT, BKC=min(BK, 32), **common,
+        )
+        _tree_gdn_solve_kernel[(triton.cdiv(V, BV), bs * HV)](
+            b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
+            NT=NT, NSQ=block_t.bit_length() - 2, **common,
+        )
+    else:
+        raise ValueError(f"tree_gdn_verify: impl must be 'fused' or 'split', got {impl!r}")
     return o, u, G
 
 
