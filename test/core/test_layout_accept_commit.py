@@ -123,21 +123,28 @@ def test_pages_to_free():
     assert first.tolist() == [16, 20] and end.tolist() == [19, 25]
 
 
+def _sampled_one_child_walk(child_token, root_probs, child_probs, n, seed, **filters):
+    """n independent sampled walks (T = 1) over a root with one child proposing ``child_token``;
+    returns (logits ``[n, 2, V]``, Acceptance)."""
+    from sglang_ddtree.core.accept import target_tokens
+
+    tokens = torch.tensor([[0, child_token]])
+    parent = torch.tensor([[-1, 0]])
+    depth = torch.tensor([[0, 1]])
+    logits = torch.stack([torch.log(torch.tensor(root_probs)), torch.log(torch.tensor(child_probs))])
+    logits = logits.expand(n, 2, len(root_probs))
+    g = torch.Generator().manual_seed(seed)
+    tgt = target_tokens(logits, torch.ones(n), generator=g, **filters)
+    return logits, tree_walk(tokens.expand(n, 2), parent.expand(n, 2), depth.expand(n, 2), tgt, 1)
+
+
 def test_sampled_walk_emits_target_distribution():
     """Lossless at T > 0: the first emitted token is distributed as the target at the root,
     whatever the draft proposes (here the draft's only child is the target's likeliest token)."""
     from sglang_ddtree.core.accept import target_tokens
 
-    tokens = torch.tensor([[0, 2]])  # root, one child proposing token 2
-    parent = torch.tensor([[-1, 0]])
-    depth = torch.tensor([[0, 1]])
-    root_logits = torch.log(torch.tensor([0.1, 0.2, 0.7]))
-    child_logits = torch.log(torch.tensor([0.5, 0.25, 0.25]))
     n = 20000
-    logits = torch.stack([root_logits, child_logits]).expand(n, 2, 3)
-    g = torch.Generator().manual_seed(1234)
-    tgt = target_tokens(logits, torch.ones(n), generator=g)
-    acc = tree_walk(tokens.expand(n, 2), parent.expand(n, 2), depth.expand(n, 2), tgt, 1)
+    logits, acc = _sampled_one_child_walk(2, [0.1, 0.2, 0.7], [0.5, 0.25, 0.25], n, seed=1234)
     first = acc.new_tokens[:, 0]
     freq = torch.bincount(first, minlength=3).float() / n
     assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.015)
@@ -188,18 +195,9 @@ def test_filtered_probs_match_the_definitions(top_k, top_p, min_p):
 def test_sampled_walk_with_top_p_emits_the_filtered_target_distribution():
     """Lossless under top-p too: the first emitted token follows the *filtered* root distribution
     whatever the drafts are; a token the filter removes is never emitted."""
-    from sglang_ddtree.core.accept import target_tokens
-
-    tokens = torch.tensor([[0, 1]])  # the draft proposes token 1, which top-p removes at the root
-    parent = torch.tensor([[-1, 0]])
-    depth = torch.tensor([[0, 1]])
-    root = torch.log(torch.tensor([0.6, 0.1, 0.3]))
-    child = torch.log(torch.tensor([0.2, 0.3, 0.5]))
     n = 20000
-    logits = torch.stack([root, child]).expand(n, 2, 3)
-    g = torch.Generator().manual_seed(7)
-    tgt = target_tokens(logits, torch.ones(n), generator=g, top_p=torch.full((n,), 0.7))
-    acc = tree_walk(tokens.expand(n, 2), parent.expand(n, 2), depth.expand(n, 2), tgt, 1)
+    # The draft proposes token 1, which top-p removes at the root.
+    _, acc = _sampled_one_child_walk(1, [0.6, 0.1, 0.3], [0.2, 0.3, 0.5], n, seed=7, top_p=torch.full((n,), 0.7))
     freq = torch.bincount(acc.new_tokens[:, 0], minlength=3).float() / n
     # top-p 0.7 at the root keeps 0.6 (mass before 0) and 0.3 (mass before 0.6), drops 0.1.
     assert torch.allclose(freq, torch.tensor([2 / 3, 0.0, 1 / 3]), atol=0.015)
