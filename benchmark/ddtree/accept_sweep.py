@@ -66,10 +66,11 @@ def _per_set(outs: list, sets: list) -> dict:
         hist = None
         for o in mine:
             h = o["meta_info"].get("spec_accept_histogram")
-            if h:
-                hist = [a + b for a, b in zip(hist, h)] if hist else list(h)
-                if len(h) > len(hist):
-                    hist += h[len(hist):]
+            if h:  # requests' histograms have their own lengths: sum with zero padding
+                hist = list(hist or [])
+                hist += [0] * (len(h) - len(hist))
+                for i, c in enumerate(h):
+                    hist[i] += c
         res[name] = {"completion_tokens": toks, "verify_steps": steps,
                      "tokens_per_forward": toks / steps if steps else 1.0, "accept_histogram": hist}
     return res

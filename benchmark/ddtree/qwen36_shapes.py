@@ -51,12 +51,22 @@ def shapes(scale: int = 1) -> dict:
     return s
 
 
+def _common(s: dict) -> dict:
+    """Fields the target and the drafter share (the drafter uses the target's vocabulary,
+    widths and special tokens)."""
+    return {
+        "vocab_size": s["vocab"], "hidden_size": s["hidden"], "intermediate_size": s["ffn"],
+        "hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 262144,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "eos_token_id": s["vocab"] - 1,
+    }
+
+
 def target_config(s: dict) -> dict:
     n = s["layers"]
     return {
+        **_common(s),
         "architectures": ["Qwen3_5ForCausalLM"],
         "model_type": "qwen3_5_text",
-        "vocab_size": s["vocab"], "hidden_size": s["hidden"], "intermediate_size": s["ffn"],
         "num_hidden_layers": n,
         "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n)],
         "full_attention_interval": 4,
@@ -68,29 +78,24 @@ def target_config(s: dict) -> dict:
         "linear_conv_kernel_dim": s["conv"], "linear_key_head_dim": s["gdn_head_dim"],
         "linear_value_head_dim": s["gdn_head_dim"], "linear_num_key_heads": s["gdn_qk_heads"],
         "linear_num_value_heads": s["gdn_v_heads"],
-        "hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 262144,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-        "bos_token_id": None, "eos_token_id": s["vocab"] - 1, "pad_token_id": None,
+        "bos_token_id": None, "pad_token_id": None,
     }
 
 
 def drafter_config(s: dict) -> dict:
     n = s["draft_layers"]
     return {
+        **_common(s),
         "architectures": ["DFlashDraftModel"],
         "model_type": "qwen3",
-        "vocab_size": s["vocab"], "hidden_size": s["hidden"], "intermediate_size": s["ffn"],
         "num_hidden_layers": n, "num_attention_heads": s["draft_heads"],
         "num_key_value_heads": s["draft_kv_heads"], "head_dim": s["draft_head_dim"],
         "use_sliding_window": True, "sliding_window": s["sliding_window"], "max_window_layers": 0,
         "layer_types": ["sliding_attention"] * (n - 1) + ["full_attention"],
-        "hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 262144,
         "rope_parameters": {"rope_type": "default", "rope_theta": s["rope_theta"]},
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
         "block_size": s["block"], "num_target_layers": s["layers"],
         "dflash_config": {"block_size": s["block"], "target_layer_ids": s["target_layers"],
                           "mask_token_id": s["mask_token_id"]},
-        "eos_token_id": s["vocab"] - 1,
     }
 
 

@@ -180,9 +180,10 @@ def request_spec_metrics(meta_info: dict, budget: int) -> None:
 
 
 def _request_metrics_after(result, self, meta_info, *args, **kwargs):
-    sa = self.server_args
-    if str(getattr(sa, "speculative_algorithm", None) or "").upper() == "DDTREE":
-        request_spec_metrics(meta_info, sa.speculative_ddtree_budget)
+    from .server_args import is_ddtree
+
+    if is_ddtree(self.server_args):
+        request_spec_metrics(meta_info, self.server_args.speculative_ddtree_budget)
     return result
 
 

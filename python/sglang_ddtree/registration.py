@@ -12,11 +12,9 @@ import logging
 
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
-from .server_args import ddtree_flags_set, validate_ddtree_args, validate_ddtree_parallelism
+from .server_args import ALGORITHM, ddtree_flags_set, is_ddtree, validate_ddtree_args, validate_ddtree_parallelism
 
 logger = logging.getLogger(__name__)
-
-ALGORITHM = "DDTREE"
 
 
 class DDTreeSpecAlgo(CustomSpecAlgo):
@@ -151,8 +149,7 @@ def register_graph_guards() -> None:
 def reject_ddtree_flags_without_ddtree(original, self, *args, **kwargs):
     """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm."""
     result = original(self, *args, **kwargs)
-    algo = (self.speculative_algorithm or "").upper()
-    if algo != ALGORITHM:
+    if not is_ddtree(self):
         flags = ddtree_flags_set(self)
         if flags:
             raise ValueError(

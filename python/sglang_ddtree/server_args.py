@@ -18,6 +18,7 @@ from typing import Optional
 from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
 
+ALGORITHM = "DDTREE"
 DEFAULT_BUDGET = 32
 DEFAULT_TOPK = 8
 MAX_BUDGET = 1024
@@ -135,3 +136,19 @@ def validate_ddtree_parallelism(server_args) -> None:
             "permuting the request's KV slots, which needs single-token pages "
             f"(got --page-size {server_args.page_size})."
         )
+
+
+def is_ddtree(server_args) -> bool:
+    """Whether ``server_args`` (any object with ``speculative_algorithm``) selects DDTREE."""
+    return str(getattr(server_args, "speculative_algorithm", None) or "").upper() == ALGORITHM
+
+
+def is_ddtree_server() -> bool:
+    """Whether this process serves DDTREE, from the server args the scheduler publishes before
+    it builds pools and graphs (False where none are published)."""
+    from sglang.srt.runtime_context import get_server_args
+
+    try:
+        return is_ddtree(get_server_args())
+    except ValueError:  # not published: not a serving process
+        return False

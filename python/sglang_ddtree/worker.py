@@ -20,6 +20,7 @@ draft-context KV writer); only the decode step differs:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from dataclasses import dataclass
@@ -305,25 +306,9 @@ class DDTreeWorker(DFlashWorkerV2):
         elif self._need_mamba_verify_commit:
             verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
         seq_lens_pre_verify = prefix_lens.clone() if snapshot else None
-        batch.out_cache_loc = window.reshape(-1).contiguous()
-        seq_lens_cpu_backup, seq_lens_sum_backup = batch.seq_lens_cpu, batch.seq_lens_sum
-        if seq_lens_cpu_backup is not None:
-            batch.seq_lens_cpu = seq_lens_cpu_backup + width
-            batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
-        verify_fb, _ = verify_input.prepare_for_verify(batch, self.target_worker)
-        batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu_backup, seq_lens_sum_backup
-        with timer.phase("verify"):
-            target_out = self.target_worker.forward_batch_generation(
-                batch=None, forward_batch=verify_fb, is_verify=True, skip_attn_backend_init=True
-            )
+        target_out = self._target_verify(batch, verify_input, window.reshape(-1).contiguous(), width, timer)
         logits_output = target_out.logits_output
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
-        # Penalties, logit bias, custom logit processors and grammar masks, as DFLASH applies
-        # them to its verify logits (one adjustment per request, broadcast over the positions).
-        apply_dflash_verify_logits_adjustments(
-            next_token_logits=logits_output.next_token_logits, sampling_info=batch.sampling_info,
-            draft_token_num=width,
-        )
         logits = logits_output.next_token_logits.view(bs, width, -1)
 
         # --- 4) Acceptance.
@@ -420,17 +405,13 @@ class DDTreeWorker(DFlashWorkerV2):
         touched), and compare the greedy rows. Mismatches are logged per request and counted
         in /server_info (``ddtree.oracle``). One host read per checked step."""
         bs = prefix_lens.shape[0]
-        info = batch.sampling_info
-        greedy = torch.ones(bs, dtype=torch.bool, device=self.device)
-        if info is not None and not info.is_all_greedy:
-            greedy = info.top_ks.view(-1) == 1
+        greedy = self._greedy_rows(batch.sampling_info, bs)
         allocator = self.model_runner.token_to_kv_pool_allocator
         scratch = allocator.alloc(bs * width)
         if scratch is None:  # no free KV slots for the replay: skip, counted
             self.stats.oracle_skipped += 1
             return
-        saved = (batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc,
-                 batch.seq_lens_cpu, batch.seq_lens_sum)
+        saved = (batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc)
         try:
             chain = replay_chain(acc.new_tokens, acc.accept_len, width - 1)
             layout = build_verify_layout(chain, root, prefix_lens.long(), width - 1)
@@ -439,18 +420,9 @@ class DDTreeWorker(DFlashWorkerV2):
                 draft_token_num=width, custom_mask=self._verify_mask(layout, prefix_lens, batch),
                 capture_hidden_mode=CaptureHiddenMode.NULL,
             )
-            batch.out_cache_loc = scratch
-            if batch.seq_lens_cpu is not None:
-                batch.seq_lens_cpu = batch.seq_lens_cpu + width
-                batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
-            fb, _ = replay.prepare_for_verify(batch, self.target_worker)
-            batch.seq_lens_cpu, batch.seq_lens_sum = saved[4], saved[5]
             with torch.inference_mode():
-                out = self.target_worker.forward_batch_generation(
-                    batch=None, forward_batch=fb, is_verify=True, skip_attn_backend_init=True
-                )
+                out = self._target_verify(batch, replay, scratch, width)
             logits = out.logits_output.next_token_logits
-            apply_dflash_verify_logits_adjustments(next_token_logits=logits, sampling_info=info, draft_token_num=width)
             bad = replay_mismatch(logits.view(bs, width, -1).argmax(-1), acc.new_tokens, acc.accept_len) & greedy
             self.stats.record_oracle(greedy, bad)
             flags = bad.tolist()
@@ -464,8 +436,36 @@ class DDTreeWorker(DFlashWorkerV2):
                 )
         finally:
             allocator.free(scratch)
-            (batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc,
-             batch.seq_lens_cpu, batch.seq_lens_sum) = saved
+            batch.input_ids, batch.spec_info, batch.forward_mode, batch.out_cache_loc = saved
+
+    def _target_verify(self, batch, verify_input, out_cache_loc, width, timer=None):
+        """One TARGET_VERIFY forward of ``verify_input`` (``width`` positions per request, KV
+        written to ``out_cache_loc``). The scheduler's host lengths are raised by the width for
+        the forward's attention metadata and restored. The logits get DFLASH's adjustments
+        (penalties, logit bias, custom logit processors; one per request, broadcast over the
+        positions)."""
+        batch.out_cache_loc = out_cache_loc
+        seq_lens_cpu, seq_lens_sum = batch.seq_lens_cpu, batch.seq_lens_sum
+        if seq_lens_cpu is not None:
+            batch.seq_lens_cpu = seq_lens_cpu + width
+            batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+        forward_batch, _ = verify_input.prepare_for_verify(batch, self.target_worker)
+        batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu, seq_lens_sum
+        with timer.phase("verify") if timer is not None else contextlib.nullcontext():
+            out = self.target_worker.forward_batch_generation(
+                batch=None, forward_batch=forward_batch, is_verify=True, skip_attn_backend_init=True
+            )
+        apply_dflash_verify_logits_adjustments(
+            next_token_logits=out.logits_output.next_token_logits, sampling_info=batch.sampling_info,
+            draft_token_num=width,
+        )
+        return out
+
+    def _greedy_rows(self, info, bs: int) -> torch.Tensor:
+        """``[bs]`` bool: requests decoded greedily (sglang encodes them as top_k == 1)."""
+        if info is None or info.is_all_greedy:
+            return torch.ones(bs, dtype=torch.bool, device=self.device)
+        return info.top_ks.view(-1) == 1
 
     def _verify_mask(self, layout, prefix_lens, batch) -> torch.Tensor:
         # The CPU intel_amx backend reads sglang's QLEN_ONLY layout; GPU backends read the
@@ -484,14 +484,13 @@ class DDTreeWorker(DFlashWorkerV2):
         info = batch.sampling_info
         if info is None or info.is_all_greedy:
             return logits.argmax(-1)
-        # sglang encodes greedy requests as top_k == 1 (and "no top-k" as a huge top_k).
-        top_k = info.top_ks.view(-1)
-        greedy = top_k == 1
+        greedy = self._greedy_rows(info, logits.shape[0])
         temps = torch.where(greedy, 0.0, info.temperatures.view(-1).float())
-        # The filters sort the vocabulary per verify position: only when a request asks for them.
+        # The filters sort the vocabulary per verify position: only when a request asks for them
+        # ("no top-k" is a huge top_k).
         return target_tokens(
             logits, temps,
-            top_k=top_k if info.need_top_k_sampling else None,
+            top_k=info.top_ks.view(-1) if info.need_top_k_sampling else None,
             top_p=info.top_ps.view(-1) if info.need_top_p_sampling else None,
             min_p=info.min_ps.view(-1) if info.need_min_p_sampling else None,
         )

@@ -50,7 +50,9 @@ def test_unpublished_server_args_mean_not_ddtree(monkeypatch):
         raise ValueError("Global server args is not set yet!")
 
     monkeypatch.setattr(rc, "get_server_args", boom)
-    assert hybrid_tree._is_ddtree_server() is False
+    from sglang_ddtree.server_args import is_ddtree_server
+
+    assert is_ddtree_server() is False
 
 
 def test_overlapping_windows_break_a_tree():

@@ -25,8 +25,9 @@ TREE_TOPK = 2
 
 
 def _tree_switch(result, self, model_runner, *args, **kwargs):
-    sa = model_runner.server_args
-    if str(getattr(sa, "speculative_algorithm", None) or "").upper() == "DDTREE" and not model_runner.is_draft_worker:
+    from ..server_args import is_ddtree
+
+    if is_ddtree(model_runner.server_args) and not model_runner.is_draft_worker:
         self.topk = max(int(self.topk or 0), TREE_TOPK)
     return result
 
@@ -54,18 +55,10 @@ def register_hybrid_tree_hooks() -> None:
 _DEDUP_TARGET = "sglang.srt.mem_cache.memory_pool.conv_window_dedup_enabled"
 
 
-def _is_ddtree_server() -> bool:
-    from sglang.srt.runtime_context import get_server_args
-
-    try:
-        sa = get_server_args()  # published by the scheduler before it builds the pools
-    except ValueError:  # not published: not a serving process
-        return False
-    return str(getattr(sa, "speculative_algorithm", None) or "").upper() == "DDTREE"
-
-
 def _dense_conv_windows_for_trees(original, *args, **kwargs):
-    if _is_ddtree_server():
+    from ..server_args import is_ddtree_server
+
+    if is_ddtree_server():
         return False
     return original(*args, **kwargs)
 

@@ -34,9 +34,9 @@ def _validate(original, req, *args, **kwargs):
     msg = original(req, *args, **kwargs)
     if msg is not None:
         return msg
-    from .hybrid_tree import _is_ddtree_server
+    from ..server_args import is_ddtree_server
 
-    return ddtree_request_error(req) if _is_ddtree_server() else None
+    return ddtree_request_error(req) if is_ddtree_server() else None
 
 
 def register_request_check_hooks() -> None:

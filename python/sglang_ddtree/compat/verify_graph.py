@@ -31,10 +31,10 @@ def tree_verify_graphs_enabled() -> bool:
 
 
 def _capture_with_mask(result, self, num_tokens, *args, **kwargs):
-    from .hybrid_tree import _is_ddtree_server
+    from ..server_args import is_ddtree_server
 
     if (not tree_verify_graphs_enabled() or os.environ.get(NOMASK_CONTROL_ENV) == "1"
-            or self.model_runner.is_draft_worker or result is None or not _is_ddtree_server()):
+            or self.model_runner.is_draft_worker or result is None or not is_ddtree_server()):
         return result
     if getattr(result, "custom_mask", None) is None:
         result = copy.copy(result)
