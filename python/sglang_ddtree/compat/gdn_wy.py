@@ -48,7 +48,7 @@ class WyVerifyState:
                    anc=layout.ancestor_mask.to(torch.uint8).contiguous())
 
 
-def wy_target_verify(backend, layer, forward_batch, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
                      wy: WyVerifyState) -> torch.Tensor:
     """One GatedDeltaNet layer's tree verify. ``mixed_qkv [T, C]`` pre-conv projections (q | k | v),
     ``a, b [T, HV]``. Returns the core attention output ``[T, HV, V]`` (what sglang's
@@ -68,8 +68,7 @@ def wy_target_verify(backend, layer, forward_batch, mixed_qkv: torch.Tensor, a: 
             "--speculative-ddtree-gdn-mode wy needs a contiguous per-slot recurrent state pool "
             f"(got strides {tuple(ssm_pool.stride())}); use --speculative-ddtree-gdn-mode snapshot."
         )
-    bs, n = wy.parent.shape
-    slots = backend.forward_metadata.mamba_cache_indices[:bs]
+    slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
     y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
@@ -107,7 +106,7 @@ def _forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=
             f"--speculative-ddtree-gdn-mode wy supports GatedDeltaNet layers, not {type(linear).__name__}; "
             "use --speculative-ddtree-gdn-mode snapshot."
         )
-    return wy_target_verify(linear, layer, forward_batch, mixed_qkv, a, b, wy)
+    return wy_target_verify(linear, layer, mixed_qkv, a, b, wy)
 
 
 def register_gdn_wy_hooks() -> None:
