@@ -88,7 +88,7 @@ def _time(fn, iters, warmup=3, graph=True, reps=8):
 
 
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
-             alt_impls=()):
+             alt_impls=(), variants=()):
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -120,9 +120,11 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="fused"):
-        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl)
-        kern.tree_conv(x, w, None, conv_pool, sidx, parent)
+    def ours(prec=precision, impl="fused", block_t=16, block_v=32, conv=True):
+        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
+                                         block_t=block_t, block_v=block_v)
+        if conv:
+            kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
     if ours_on:
         out["ours_ms_48"] = _time(ours, iters) * LAYERS
@@ -131,6 +133,13 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             out[f"ours_{alt}_ms_48"] = _time(lambda: ours(alt), iters) * LAYERS
         for impl in alt_impls:
             out[f"ours_{impl}_ms_48"] = _time(lambda: ours(precision, impl), iters) * LAYERS
+        # Where the time goes: the conv alone; the GDN verify alone per impl / tile shape
+        # ("impl:block_t:block_v"), to pick the defaults.
+        out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
+        for var in variants:
+            impl, bt, bv = var.split(":")
+            out[f"gdn_{impl}_bt{bt}_bv{bv}_ms_48"] = _time(
+                lambda: ours(precision, impl, int(bt), int(bv), conv=False), iters) * LAYERS
     else:
         ours()
     _, u, G = held["r"]
@@ -190,6 +199,8 @@ def main():
     ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
     ap.add_argument("--alt-impls", nargs="*", default=["split"], help="also time these tree_gdn_verify impls")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="also time the GDN verify alone as impl:block_t:block_v (e.g. split:32:64)")
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
@@ -202,6 +213,7 @@ def main():
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
         a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
         a.alt_impls = ["split"]
+        a.variants = a.variants or ["split:32:16", "fused:16:16"]
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,
             "timing": "CUDA-graph replay of 8 calls, median of iters (eager: CUDA events around one call)"}
@@ -223,7 +235,8 @@ def main():
                 meta.setdefault("stopped_at_deadline", []).append([phase, bs, budget, chain])
                 continue
             r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
-                         ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls)
+                         ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
+                         variants=a.variants if phase == "ours" else ())
             if phase == "ours":
                 rows.append(r)
             else:

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,7 +68,7 @@ def spec_kwargs(cfg: str, drafter: str) -> dict:
 
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
-            vocab: int, extra: dict) -> list:
+            vocab: int, extra: dict, ddtree_extra: dict) -> list:
     import random
 
     import sglang as sgl
@@ -83,6 +84,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
         kw.update(disable_overlap_schedule=True, max_total_tokens=16384)
     kw.update(spec_kwargs(cfg, drafter))
     kw.update(extra)
+    if cfg.startswith("DDTREE"):
+        kw.update(ddtree_extra)
     rng = random.Random(0)
     rows = []
     t0 = time.time()
@@ -108,6 +111,13 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
                              ms_per_step=round((t_all - t_prefill) * 1e3 / n_steps, 3),
                              tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
+        try:  # what the engine sized (the hybrid pool decides the concurrency that fits)
+            st = (engine.get_server_info().get("internal_states") or [{}])[0]
+            for r in rows:
+                r.update(max_total_num_tokens=st.get("max_total_num_tokens"),
+                         max_running_requests=st.get("max_running_requests"))
+        except Exception as e:  # reported, never the reason a sweep stops
+            rows[-1]["server_info_error"] = repr(e)
     finally:
         engine.shutdown()
     return rows
@@ -124,6 +134,12 @@ def main() -> int:
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
+    ap.add_argument("--ddtree-arg", action="append", default=[],
+                    help="KEY=JSON extra Engine argument for the DDTREE configurations only")
+    ap.add_argument("--deadline-s", type=float, default=1e9,
+                    help="start no new configuration after this many seconds (partial results are kept)")
+    ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     import torch
@@ -138,15 +154,47 @@ def main() -> int:
     meta = {"target": target, "drafter": drafter, "prompt_len": a.prompt_len, "decode_tokens": a.decode_tokens,
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
     vocab = json.loads(Path(target, "config.json").read_text())["vocab_size"]
-    if a.models and (a.models / "shapes.json").exists():
+    if a.models and (a.models / "shapes.json").exists() and not a.child:
         wb = json.loads((a.models / "shapes.json").read_text())["weight_bytes"]
         bw = memory_bandwidth_gbs()
         meta.update(weight_bytes=wb, copy_bandwidth_gbs=round(bw, 1),
                     floor_ms_target=round(wb["target"] / (bw * 1e9) * 1e3, 3) if bw == bw else None)
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
+    ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
+    meta.update(engine_args=extra, ddtree_args=ddtree_extra)
+    if a.child:  # one configuration, in this process
+        rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
+                       ddtree_extra)
+        a.out.write_text(json.dumps(rows))
+        return 0
     rows = []
+    t0 = time.time()
     for cfg in a.configs:
-        rows += measure(target, drafter, cfg, a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra)
+        if time.time() - t0 > a.deadline_s:
+            meta.setdefault("not_run_deadline", []).append(cfg)
+            continue
+        # Each configuration in its own process: a scheduler that dies (e.g. out of memory at a
+        # size that does not fit) signals its parent, which must not take the sweep down.
+        one = a.out.with_name(f"{a.out.stem}.{cfg}.json")
+        argv = [x for x in sys.argv[1:] if x != "--child"]
+        i = argv.index("--configs") if "--configs" in argv else None
+        if i is not None:  # drop the list given for the sweep
+            j = i + 1
+            while j < len(argv) and not argv[j].startswith("--"):
+                j += 1
+            argv = argv[:i] + argv[j:]
+        i = argv.index("--out")
+        argv = argv[:i] + argv[i + 2:]
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--configs", cfg, "--out", str(one), "--child"]
+        try:
+            rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        if rc == 0 and one.exists():
+            rows += json.loads(one.read_text())
+        else:
+            meta.setdefault("failed", {})[cfg] = rc
+            print(f"[step_cost] {cfg} failed: rc={rc}", flush=True)
         a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     base = {r["concurrency"]: r["ms_per_step"] for r in rows if r["config"] == "DFLASH"}
     for r in rows:

@@ -41,6 +41,7 @@ def register() -> None:
     from sglang_ddtree.compat.hybrid_tree import register_hybrid_tree_hooks
     from sglang_ddtree.compat.request_checks import register_request_check_hooks
     from sglang_ddtree.compat.verify_graph import register_verify_graph_hooks
+    from sglang_ddtree.compat.wy_pool import register_wy_pool_hooks
     from sglang_ddtree.compat.qwen35_text import register_qwen35_text_hooks
     from sglang_ddtree.compat.trimmed_bundle import register_trimmed_bundle_hooks
     from sglang_ddtree.metrics import register_metrics_hooks
@@ -54,6 +55,7 @@ def register() -> None:
     register_qwen35_text_hooks()
     register_hybrid_tree_hooks()
     register_gdn_wy_hooks()
+    register_wy_pool_hooks()
     register_request_check_hooks()
     register_verify_graph_hooks()
     register_trimmed_bundle_hooks()

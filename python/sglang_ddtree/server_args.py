@@ -121,6 +121,15 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         server_args.speculative_ddtree_gdn_mode = mode = DEFAULT_GDN_MODE
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
+    from .compat.verify_graph import GRAPH_ENV, tree_verify_graphs_enabled
+
+    if mode == "wy" and tree_verify_graphs_enabled():
+        # The wy pool keeps no per-node scratch (compat/wy_pool.py), and a captured verify graph
+        # would run sglang's per-node kernels into it.
+        raise ValueError(
+            f"{GRAPH_ENV}=1 (tree verify CUDA graphs, developer preview) does not support "
+            "--speculative-ddtree-gdn-mode wy yet; unset it or use --speculative-ddtree-gdn-mode snapshot."
+        )
 
 
 def validate_ddtree_parallelism(server_args) -> None:

@@ -233,6 +233,25 @@ def test_tree_conv_and_commit_match_path_reference(kern, n):
     assert torch.equal(st[1], pool[1])  # a slot no request owns is untouched
 
 
+@pytest.mark.parametrize("impl", ["fused", "split"])
+@pytest.mark.parametrize("block_t,block_v", [(32, 32), (16, 16), (32, 64)])
+@kernels_here
+def test_tree_gdn_verify_block_shapes(kern, impl, block_t, block_v):
+    """The tile sizes the benchmark sweeps give the same answer (fp32 inputs, ieee)."""
+    n, H, HV, K, V = 40, 2, 4, 32, 64
+    trees = _trees(n)
+    bs = len(trees)
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, torch.float32)
+    anc = torch.stack([t[1] for t in trees])
+    slots = torch.tensor([3, 0, 4, 1])
+    scale = K ** -0.5
+    ref_o, _ = _reference(q, k, v, a, b, A_log, dt_bias, [t[0] for t in trees], state[slots], scale)
+    dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
+    o, _, _ = kern.tree_gdn_verify(*dev_args, state.clone().to(DEV), slots.to(DEV), scale=scale, precision="ieee",
+                                   impl=impl, block_t=block_t, block_v=block_v)
+    assert _rel(o, ref_o) < 2e-5
+
+
 @pytest.mark.skipif(HAS_CUDA or IN_CHILD, reason="the CPU entry point; runs this file in the interpreter")
 def test_kernels_in_triton_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_ENV: "1"})

@@ -46,3 +46,37 @@ def test_placeholders_only_for_modules_that_fail(monkeypatch):
             sys.modules[missing].other_function  # noqa: B018
         assert sys.modules["json"] is json  # a module that imports is left alone
     assert missing not in sys.modules
+
+
+def test_run_all_orders_plain_first_and_reuses_only_same_code(monkeypatch, tmp_path):
+    import json
+    import threading
+
+    done, order, lock = set(), [], threading.Lock()
+
+    def spawn(name, out, timeout_s):
+        if gpu_cases.CASES[name][2].get("oracle"):  # an oracle case never starts before its plain run
+            assert f"plain-{gpu_cases.CASES[name][0]}" in done, name
+        rec = {"name": name, "rc": 0, "code_digest": gpu_cases.code_digest()}
+        (out / f"{name}.result.json").write_text(json.dumps(rec))
+        with lock:
+            done.add(name)
+            order.append(name)
+        return rec
+
+    monkeypatch.setattr(gpu_cases, "_spawn", spawn)
+    monkeypatch.setattr(gpu_cases, "_path", lambda m: m)
+    only = ["ddtree16-qwen35-wy-oracle-sibling", "ddtree8-llama"]
+    res = gpu_cases.run_all(tmp_path, parallel=3, only=only, reuse=False)
+    assert set(res) == {"plain-llama", "plain-qwen35", *only}
+    assert set(order[:2]) == {"plain-llama", "plain-qwen35"}
+    # Reuse: nothing runs again at the same code digest ...
+    order.clear()
+    gpu_cases.run_all(tmp_path, parallel=3, only=only, reuse=True)
+    assert order == []
+    # ... but a record from other package sources (or a failed one) is run again.
+    rec = json.loads((tmp_path / "ddtree8-llama.result.json").read_text())
+    (tmp_path / "ddtree8-llama.result.json").write_text(json.dumps(dict(rec, code_digest="other")))
+    (tmp_path / "plain-llama.result.json").write_text(json.dumps(dict(rec, name="plain-llama", rc=1)))
+    gpu_cases.run_all(tmp_path, parallel=3, only=only, reuse=True)
+    assert sorted(order) == ["ddtree8-llama", "plain-llama"]

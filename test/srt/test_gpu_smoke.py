@@ -22,8 +22,11 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
+    # SGLANG_DDTREE_GPU_CASES_DIR (with SGLANG_DDTREE_GPU_REUSE=1): evaluate a selection split
+    # over several device calls, reusing passing records of the same package sources.
+    cases_dir = os.environ.get("SGLANG_DDTREE_GPU_CASES_DIR")
     out = Path(os.environ.get("SGLANG_DDTREE_GPU_RESULTS") or tmp_path_factory.mktemp("gpu-smoke"))
-    return gpu_cases.run_all(out / "smoke")
+    return gpu_cases.run_all(Path(cases_dir) if cases_dir else out / "smoke")
 
 
 def _ok(results, name):
