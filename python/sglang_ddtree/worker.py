@@ -40,7 +40,7 @@ from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_f
 from .core.accept import target_tokens, tree_walk
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
-from .compat.gdn_wy import WyVerifyState, wy_commit
+from .compat.gdn_wy import WyVerifyState, wy_check_enabled, wy_commit
 from .compat.verify_graph import tree_verify_graphs_enabled
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
@@ -300,10 +300,11 @@ class DDTreeWorker(DFlashWorkerV2):
             capture_hidden_mode=CaptureHiddenMode.FULL,
         )
         snapshot = self._need_mamba_verify_commit and self.gdn_mode != "wy"
-        if snapshot:
+        if snapshot or (self._need_mamba_verify_commit and wy_check_enabled()):
+            # (The wy cross-check also runs sglang's per-node verify: it needs the links.)
             verify_input.retrieve_next_token = layout.first_child.contiguous()
             verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
-        elif self._need_mamba_verify_commit:
+        if self._need_mamba_verify_commit and not snapshot:
             verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
         seq_lens_pre_verify = prefix_lens.clone() if snapshot else None
         target_out = self._target_verify(batch, verify_input, window.reshape(-1).contiguous(), width, timer)

@@ -89,6 +89,17 @@ CASES = {
                                                     disable_radix_cache=True), {}),
     "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
+    # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
+    # has the largest output difference per step); budget 128 with synchronous launches.
+    "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          disable_radix_cache=True),
+                                {"debug": True, "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
+    "ddtree15-qwen35-wy-check-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                        disable_radix_cache=True),
+                                              {"oracle": "first", "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
+    "ddtree128-qwen35-wy-sync": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                           disable_radix_cache=True),
+                                 {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),
     "ddtree128-qwen35-wy": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {}),
     "ddtree15-qwen35-wy-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
@@ -98,7 +109,7 @@ CASES = {
     # Variants that located that mismatch (session 3): no CUDA graphs, a padded chain (budget 8,
     # topk 1: 9 tree nodes in a 16-wide verify), topk 2, no radix cache, one request at a time;
     # the first three write the per-step debug JSONL.
-    "ddtree8-qwen35-eager": ("qwen35", lambda: _ddtree(8, "qwen35", disable_cuda_graph=True), {"debug": True}),
+    "ddtree8-qwen35-eager": ("qwen35", lambda: _ddtree(8, "qwen35", disable_cuda_graph=True), {"debug": True, "eager": True}),
     "ddtree8-qwen35-chainpad": ("qwen35", lambda: _ddtree(8, "qwen35", topk=1), {"debug": True}),
     "ddtree8-qwen35-topk2": ("qwen35", lambda: _ddtree(8, "qwen35", topk=2), {"debug": True}),
     "ddtree8-qwen35-noradix": ("qwen35", lambda: _ddtree(8, "qwen35", disable_radix_cache=True), {}),

@@ -68,7 +68,8 @@ def test_speculative_equals_plain(results, name):
     assert sum(c["compared"] for c in cmp) >= sum(rec["max_new_tokens"]) / 4, cmp
     # The speculative verify ran under a captured graph (DDTREE: the draft graph; its tree
     # verify is eager until the masked verify graph lands, see the DDTREE guard).
-    assert any("verify" in g for g in rec["graphs"]), rec["graphs"]
+    if not checks.get("eager"):
+        assert any("verify" in g for g in rec["graphs"]), rec["graphs"]
     accepts = [m.get("spec_accept_length", 0.0) for m in rec["meta_info"]]
     if checks.get("accepts"):
         assert max(accepts) > 1.0, accepts

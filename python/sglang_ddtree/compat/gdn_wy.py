@@ -22,10 +22,23 @@ carrying a :class:`WyVerifyState` (a DDTREE verify in wy mode); every other call
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
+
+logger = logging.getLogger(__name__)
+
+# Developer cross-check: every wy tree verify also runs sglang's per-node verify on the same
+# inputs (pool scratch kept at full size, conv state restored after it) and logs the largest
+# output difference per step; the served output stays ours.
+CHECK_ENV = "SGLANG_DDTREE_WY_CHECK"
+
+
+def wy_check_enabled() -> bool:
+    return os.environ.get(CHECK_ENV) == "1"
 
 _TARGET = "sglang.srt.layers.attention.hybrid_linear_attn_backend.HybridLinearAttnBackend.forward_extend"
 
@@ -41,6 +54,8 @@ class WyVerifyState:
     parent: torch.Tensor
     anc: torch.Tensor
     saved: Dict[int, Tuple] = field(default_factory=dict)
+    # (layer id, max |ours - sglang's|, max |sglang's|) per layer, under the cross-check.
+    check: List[Tuple[int, float, float]] = field(default_factory=list)
 
     @classmethod
     def from_layout(cls, layout) -> "WyVerifyState":
@@ -86,6 +101,14 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     first, -1 padded; ``accept_len [bs]`` accepted drafts."""
     from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit_from_x
 
+    if not wy.saved:  # the hook did not run: committing nothing would silently freeze the state
+        raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
+                           "through the wy kernels (is the forward_extend hook registered?)")
+    if wy.check:
+        worst = max(wy.check, key=lambda c: c[1] / max(c[2], 1e-30))
+        logger.warning("DDTREE wy cross-check: %d layers, worst layer %d max|ours - sglang| %.3e (max|sglang| %.3e)",
+                       len(wy.check), *worst)
+        wy.check.clear()
     for layer, cache, slots, u, G, x in wy.saved.values():
         # The recurrent commit reads the committed conv state: before the conv commit.
         tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
@@ -106,7 +129,19 @@ def _forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=
             f"--speculative-ddtree-gdn-mode wy supports GatedDeltaNet layers, not {type(linear).__name__}; "
             "use --speculative-ddtree-gdn-mode snapshot."
         )
-    return wy_target_verify(linear, layer, mixed_qkv, a, b, wy)
+    if not wy_check_enabled():
+        return wy_target_verify(linear, layer, mixed_qkv, a, b, wy)
+    cache = linear.req_to_token_pool.mamba2_layer_cache(layer.layer_id)
+    slots = linear.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
+    conv0, ssm0 = cache.conv[0][slots].clone(), cache.temporal[slots].clone()
+    ours = wy_target_verify(linear, layer, mixed_qkv, a, b, wy)
+    theirs = original(self, layer, forward_batch, save_kv_cache, q, k, v, mixed_qkv, a, b, **kwargs)
+    if not torch.equal(cache.temporal[slots], ssm0):
+        logger.warning("DDTREE wy cross-check: layer %d recurrent state changed during verify", layer.layer_id)
+    cache.conv[0][slots] = conv0  # sglang's verify conv may roll the state in place
+    diff = (ours.float().reshape(-1) - theirs.float().reshape(-1)).abs().max().item()
+    wy.check.append((layer.layer_id, diff, theirs.float().abs().max().item()))
+    return ours
 
 
 def register_gdn_wy_hooks() -> None:

@@ -54,8 +54,15 @@ def wy_server() -> bool:
     return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == "wy"
 
 
+def _shrink() -> bool:
+    from .gdn_wy import wy_check_enabled
+
+    # The developer cross-check (compat/gdn_wy.py) runs sglang's per-node verify too.
+    return wy_server() and not wy_check_enabled()
+
+
 def _pool_init(original, self, *args, **kwargs):
-    if wy_server() and kwargs.get("speculative_num_draft_tokens") is not None:
+    if _shrink() and kwargs.get("speculative_num_draft_tokens") is not None:
         logger.info("DDTREE wy: linear-attention verify scratch sized for %d position(s) instead of %d",
                     WY_SCRATCH_POSITIONS, kwargs["speculative_num_draft_tokens"])
         kwargs["speculative_num_draft_tokens"] = WY_SCRATCH_POSITIONS
@@ -65,7 +72,7 @@ def _pool_init(original, self, *args, **kwargs):
 def _planner(original, self, *args, **kwargs):
     from sglang.srt.runtime_context import get_spec
 
-    if not wy_server() or get_spec().speculative_num_draft_tokens is None:
+    if not _shrink() or get_spec().speculative_num_draft_tokens is None:
         return original(self, *args, **kwargs)
     # Scoped: only this sizing call sees the one-position scratch; the scheduler, the KV
     # reservation per step and the verify still use the full verify width.
