@@ -91,6 +91,11 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     t0 = time.time()
     engine = sgl.Engine(**kw)
     startup = time.time() - t0
+    # STEP_COST_WAIT_FOR=FILE: start timing only once FILE exists (other work sharing the GPU
+    # during start-up, such as a diagnostics run in the same device call, has finished).
+    wait_for = os.environ.get("STEP_COST_WAIT_FOR")
+    while wait_for and not os.path.exists(wait_for):
+        time.sleep(1)
     try:
         for c in concurrency:
             prompts = [[rng.randrange(10, vocab - 10) for _ in range(prompt_len)] for _ in range(c)]
