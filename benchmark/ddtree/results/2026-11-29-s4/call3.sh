@@ -15,7 +15,7 @@ STEP_COST_WAIT_FOR=$R/diag.done timeout 540 bash scripts/gpu_run.sh --here --out
   --concurrency 1 4 --prompt-len 512 --decode-tokens 32 --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'log_level="info"' \
-  --deadline-s 420 --case-timeout-s 240 --out $R/sc/step_cost.json > $R/sc.out 2>&1
+  --deadline-s 420 --case-timeout-s 330 --out $R/sc/step_cost.json > $R/sc.out 2>&1
 echo "step_cost rc=$?" >> $R/rc.txt
 wait
 cd $R && tar czf res.tgz --exclude=res.tgz diag sc prep && rm -rf diag sc prep
