@@ -80,6 +80,21 @@ def test_tree_wy_float32_error_on_bf16_inputs(kind, n):
     assert _rel(gdn_commit_state(k, u, G, path, S0).double(), ref_states[n - 1]) < 1e-4
 
 
+@pytest.mark.parametrize("kind", ["deep", "random"])
+def test_tree_wy_float32_with_strong_decays_between_branches(kind):
+    """Real gates reach g ~ -20 per token: exp(G_t - G_s) between branches overflows fp32, and
+    the reference must not turn inf * 0 into NaN (only ancestor pairs contribute)."""
+    n = 65
+    parent = _tree(kind, n, random.Random())
+    q, k, v, g, beta, S0 = _inputs(n)
+    g = g * 40.0  # log decays in (-20.4, -0.4)
+    scale = q.shape[-1] ** -0.5
+    ref_o, _ = gdn_tree_path_reference(q, k, v, g, beta, parent, S0, scale)
+    o, _, _ = gdn_tree_wy(q, k, v, g, beta, parent, S0, scale, dtype=torch.float32)
+    assert torch.isfinite(o).all()
+    assert _rel(o.double(), ref_o) < 1e-5
+
+
 def test_wy_root_only_is_one_recurrent_step():
     q, k, v, g, beta, S0 = _inputs(1)
     parent = torch.tensor([-1])

@@ -103,9 +103,11 @@ def gdn_tree_wy(q, k, v, g, beta, parent, S0, scale: float, dtype=torch.float32)
     anc = ancestor_mask(parent).to(dtype)  # [N, N], self included
     strict = anc - torch.eye(n, dtype=dtype)
     G = anc @ gd  # [N, HV] path sums of g
-    # Per head: decay ratios exp(G_t - G_s) on ancestor pairs.
+    # Per head: decay ratios exp(G_t - G_s) on ancestor pairs, 0 elsewhere. (Unmasked, the
+    # ratio between branches overflows with real gates, and inf * 0 is NaN.)
     Gh = G.t()  # [HV, N]
-    ratio = torch.exp(Gh.unsqueeze(2) - Gh.unsqueeze(1))  # [HV, N(t), N(s)]
+    diff = Gh.unsqueeze(2) - Gh.unsqueeze(1)  # [HV, N(t), N(s)]
+    ratio = torch.exp(torch.where(anc.bool().unsqueeze(0), diff, torch.full_like(diff, float("-inf"))))
     kk = torch.einsum("thd,shd->hts", kd, kd)
     A = bd.t().unsqueeze(2) * ratio * kk * strict.unsqueeze(0)
     rhs = bd.unsqueeze(-1) * (vd - torch.exp(G).unsqueeze(-1) * torch.einsum("hkv,thk->thv", S0d, kd))

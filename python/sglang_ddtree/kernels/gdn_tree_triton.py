@@ -171,15 +171,17 @@ def _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0
         p_pair = pair0 + rows[:, None] * NP + cols[None, :]
         kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
         qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-        # kk/qk are 0 off the ancestor pairs, so the decay needs no mask beyond m_p.
-        dec = tl.exp(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0))
+        # kk/qk are 0 off the ancestor pairs, but the decay must stay finite there too
+        # (inf * 0 = NaN): between branches G_i - G_j can be hundreds with real gates. On
+        # ancestor pairs G_i - G_j <= 0 (every g <= 0), so clamping at 0 changes nothing there.
+        dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
         acc += tl.dot(qk * dec, u_j, input_precision=PREC)
     m_p = m_r[:, None] & m_r[None, :]
     p_pair = pair0 + rows[:, None] * NP + rows[None, :]
     kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
     qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-    dec_ii = tl.exp(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0))
+    dec_ii = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))  # finite, as above
     A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
     u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
     Ap = A_ii
