@@ -120,7 +120,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="fused", block_t=16, block_v=32, conv=True):
+    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True):  # the kernel's defaults
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v)
         if conv:
@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
-    ap.add_argument("--alt-impls", nargs="*", default=["split"], help="also time these tree_gdn_verify impls")
+    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split"], help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="also time the GDN verify alone as impl:block_t:block_v (e.g. split:32:64)")
     ap.add_argument("--no-upstream", action="store_true")

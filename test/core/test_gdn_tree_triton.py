@@ -452,3 +452,13 @@ def test_wy_hook_passes_other_calls_through():
     be = types.SimpleNamespace(_is_full_attn=lambda layer, lid: False, linear_attn_backend=object())
     with pytest.raises(NotImplementedError, match="--speculative-ddtree-gdn-mode wy"):
         gdn_wy._forward_extend(original, be, "L", fb, True, None, None, None, 1, 2, 3)
+
+
+def test_auto_impl_splits_only_when_the_walk_underfills_the_gpu(kern, monkeypatch):
+    import types
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
+    assert kern.pick_impl(1, 48, 128, 64, "cuda") == "split"     # 96 programs
+    assert kern.pick_impl(4, 48, 128, 64, "cuda") == "fused"     # 384
+    assert kern.pick_impl(16, 48, 128, 64, "cuda") == "fused"
+    assert kern.pick_impl(1, 48, 128, 64, "cpu") == "fused"      # the interpreter

@@ -444,8 +444,19 @@ def _tree_conv_commit_kernel(
 # ----------------------------------------------------------------------------- wrappers
 
 
+def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, device) -> str:
+    """"split" when the fused walk's grid (``bs * HV * V / block_v`` programs) cannot fill the
+    GPU's SMs, else "fused". H200, Qwen3.6-27B shapes, block_v 64 (RESULTS.md, session 4): bs 1
+    (96 programs) split 2.47 vs fused 2.83 ms; bs 16 fused 24.7 vs split 28.3 ms at B 64."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return "fused"
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    return "split" if bs * num_v_heads * triton.cdiv(v_dim, block_v) < sms else "fused"
+
+
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v: int = 32, precision: str = "tf32x3", impl: str = "fused"):
+                    block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto"):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -453,9 +464,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``input_precision`` for every product: "tf32x3" (default: three tf32 tensor-core passes,
     measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
-    chunk's state products on the way; measured in RESULTS.md) or "split" (all chunks' state
-    products and decays in one fully parallel pass, then the walk does only the substitution;
-    not timed on a GPU yet).
+    chunk's state products on the way), "split" (all chunks' state products and decays in one
+    fully parallel pass, then the walk does only the substitution) or "auto" (:func:`pick_impl`).
+    ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -472,6 +483,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
     NT = triton.cdiv(N, block_t)
+    if impl == "auto":
+        impl = pick_impl(bs, HV, V, BV, dev)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
     # Node-pair products per key head (shared by its value heads and every V tile).
     kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
@@ -499,7 +512,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             NT=NT, NSQ=block_t.bit_length() - 2, **common,
         )
     else:
-        raise ValueError(f"tree_gdn_verify: impl must be 'fused' or 'split', got {impl!r}")
+        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused' or 'split', got {impl!r}")
     return o, u, G
 
 
