@@ -458,7 +458,8 @@ def test_auto_impl_splits_only_when_the_walk_underfills_the_gpu(kern, monkeypatc
     import types
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
-    assert kern.pick_impl(1, 48, 128, 64, "cuda") == "split"     # 96 programs
-    assert kern.pick_impl(4, 48, 128, 64, "cuda") == "fused"     # 384
-    assert kern.pick_impl(16, 48, 128, 64, "cuda") == "fused"
-    assert kern.pick_impl(1, 48, 128, 64, "cpu") == "fused"      # the interpreter
+    assert kern.pick_impl(1, 48, 128, 64, 5, "cuda") == "split"     # 96 programs, 5 node chunks
+    assert kern.pick_impl(1, 48, 128, 64, 1, "cuda") == "fused"     # a 16-node chain: nothing to walk
+    assert kern.pick_impl(4, 48, 128, 64, 5, "cuda") == "fused"     # 384 programs
+    assert kern.pick_impl(16, 48, 128, 64, 5, "cuda") == "fused"
+    assert kern.pick_impl(1, 48, 128, 64, 5, "cpu") == "fused"      # the interpreter

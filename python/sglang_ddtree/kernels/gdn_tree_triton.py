@@ -444,12 +444,14 @@ def _tree_conv_commit_kernel(
 # ----------------------------------------------------------------------------- wrappers
 
 
-def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, device) -> str:
-    """"split" when the fused walk's grid (``bs * HV * V / block_v`` programs) cannot fill the
-    GPU's SMs, else "fused". H200, Qwen3.6-27B shapes, block_v 64 (RESULTS.md, session 4): bs 1
-    (96 programs) split 2.47 vs fused 2.83 ms; bs 16 fused 24.7 vs split 28.3 ms at B 64."""
+def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, n_chunks: int, device) -> str:
+    """"split" when the fused walk has chunks to walk (``n_chunks`` > 1) and its grid
+    (``bs * HV * V / block_v`` programs) cannot fill the GPU's SMs, else "fused". H200,
+    Qwen3.6-27B shapes, block_v 64 (RESULTS.md, session 4): bs 1, B 64 (96 programs, 5 chunks)
+    split 2.47 vs fused 2.83 ms; bs 1 chain (1 chunk) fused 0.72 vs split 0.85; bs 16, B 64
+    fused 24.7 vs split 28.3 ms."""
     dev = torch.device(device)
-    if dev.type != "cuda":
+    if dev.type != "cuda" or n_chunks <= 1:
         return "fused"
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     return "split" if bs * num_v_heads * triton.cdiv(v_dim, block_v) < sms else "fused"
@@ -484,7 +486,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
     NT = triton.cdiv(N, block_t)
     if impl == "auto":
-        impl = pick_impl(bs, HV, V, BV, dev)
+        impl = pick_impl(bs, HV, V, BV, NT, dev)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
     # Node-pair products per key head (shared by its value heads and every V tile).
     kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
