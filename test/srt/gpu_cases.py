@@ -13,6 +13,7 @@ Every engine: bf16, triton attention, pytorch sampling, decode/verify CUDA graph
 this suite checks and cost up to 80 s of start-up per engine).
 
     python test/srt/gpu_cases.py all --out /tmp/gpu-smoke [--parallel 4] [--only a,b]
+    python test/srt/gpu_cases.py check --out /tmp/gpu-smoke     # verdicts from the records alone
 """
 
 from __future__ import annotations
@@ -329,9 +330,37 @@ def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Opt
     return results
 
 
+def check(out: Path) -> int:
+    """Apply the smoke suite's assertions (test_gpu_smoke.py) to the records in ``out``, on any
+    machine: for a suite whose pytest run was stopped, or one split over several device calls.
+    Prints one verdict per case; returns the number of cases that failed or are missing."""
+    import test_gpu_smoke as t
+
+    results = {}
+    for f in sorted(out.glob("*.result.json")):
+        rec = json.loads(f.read_text())
+        results[rec["name"]] = rec
+    bad = 0
+    for name in CASES:
+        if name not in results:
+            print(f"MISSING {name}")
+            bad += 1
+            continue
+        try:
+            if name.startswith("plain-"):
+                t.test_plain_runs_with_decode_graphs(results, name.split("-", 1)[1])
+            else:
+                t.test_speculative_equals_plain(results, name)
+            print(f"PASS    {name}")
+        except BaseException as e:  # AssertionError, or pytest's xfail outcome
+            print(f"FAIL    {name}: {type(e).__name__}: {str(e)[:300]}")
+            bad += 1
+    return bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", help="'all' or 'run'")
+    ap.add_argument("what", help="'all', 'run' or 'check'")
     ap.add_argument("name", nargs="?")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--parallel", type=int, default=None)
@@ -340,6 +369,8 @@ def main() -> int:
     if a.what == "run":
         run_case(a.name, a.out)
         return 0
+    if a.what == "check":
+        return 1 if check(a.out) else 0
     res = run_all(a.out, a.parallel, [s for s in a.only.split(",") if s])
     return 0 if all(r["rc"] == 0 for r in res.values()) else 1
 
