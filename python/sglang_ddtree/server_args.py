@@ -121,15 +121,12 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         server_args.speculative_ddtree_gdn_mode = mode = DEFAULT_GDN_MODE
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
+    from .compat.gdn_wy import CHECK_ENV, wy_check_enabled
     from .compat.verify_graph import GRAPH_ENV, tree_verify_graphs_enabled
 
-    if mode == "wy" and tree_verify_graphs_enabled():
-        # The wy pool keeps no per-node scratch (compat/wy_pool.py), and a captured verify graph
-        # would run sglang's per-node kernels into it.
-        raise ValueError(
-            f"{GRAPH_ENV}=1 (tree verify CUDA graphs, developer preview) does not support "
-            "--speculative-ddtree-gdn-mode wy yet; unset it or use --speculative-ddtree-gdn-mode snapshot."
-        )
+    if mode == "wy" and tree_verify_graphs_enabled() and wy_check_enabled():
+        # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
+        raise ValueError(f"{CHECK_ENV}=1 needs the eager tree verify: unset {GRAPH_ENV} (or {CHECK_ENV}).")
 
 
 def validate_ddtree_parallelism(server_args) -> None:

@@ -130,6 +130,20 @@ CASES = {
     "ddtree16-llama-oracle-sibling-graphs-nomask": ("llama", lambda: _ddtree(16), {
         "oracle": "sibling", "expect_mismatch": True,
         "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH_NOMASK_CONTROL": "1"}}),
+    # The same preview on the hybrid target: sglang's per-node kernels with its static tree-link
+    # buffers (snapshot), and our tree kernels with static tree buffers (wy); and on the Llama at
+    # the other budgets (before the preview becomes the default).
+    "ddtree16-qwen35-oracle-sibling-graphs": ("qwen35", lambda: _ddtree(16, "qwen35"), {
+        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree16-qwen35-wy-oracle-sibling-graphs": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                           disable_radix_cache=True), {
+        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree32-qwen35-wy-graphs": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                            disable_radix_cache=True), {
+        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree8-llama-graphs": ("llama", lambda: _ddtree(8), {"graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree128-llama-graphs": ("llama", lambda: _ddtree(128), {
+        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
     "ddtree15-qwen35-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35"), {"oracle": "first"}),
     "ddtree16-qwen35-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35"), {"oracle": "sibling"}),
 }

@@ -62,3 +62,56 @@ def test_graph_guard_follows_the_preview(monkeypatch):
     assert _no_graph_for_tree_verify(original, None, fb) is False
     monkeypatch.setenv(vg.GRAPH_ENV, "1")
     assert _no_graph_for_tree_verify(original, None, fb) == "sglang decides"
+
+
+def _hybrid_runner(max_bs=4, width=5):
+    return types.SimpleNamespace(
+        model_runner=types.SimpleNamespace(is_draft_worker=False,
+                                           attn_backend=types.SimpleNamespace(linear_attn_backend=object())),
+        buffers=types.SimpleNamespace(custom_mask=torch.ones(8, dtype=torch.bool), input_ids=torch.zeros(4)),
+        captured_req_width=width, max_bs=max_bs, bs=None)
+
+
+def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
+    import sglang.srt.runtime_context as rc
+
+    from sglang_ddtree.compat.gdn_wy import WyVerifyState
+
+    monkeypatch.setenv(vg.GRAPH_ENV, "1")
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy"))
+    runner = _hybrid_runner()
+    cap2 = vg._capture_with_mask(_spec(), runner, 2 * 5).ddtree_wy   # captures for bs 2 and 4
+    cap4 = vg._capture_with_mask(_spec(), runner, 4 * 5).ddtree_wy
+    assert cap2.parent.shape == (2, 5) and cap4.anc.shape == (4, 5, 5)
+    assert cap2.parent.data_ptr() == cap4.parent.data_ptr()  # one buffer, sliced per size
+    assert (cap4.parent == -1).all() and torch.equal(cap4.anc[1], torch.eye(5, dtype=torch.uint8))
+    # What the captured call saved for the commit (graph-pool tensors in a real capture).
+    cap2.saved[7] = ("layer", "cache", "slots", "u", "G", "x")
+    # A replay of 1 request padded to the bs-2 graph: the step's tree lands in row 0.
+    parent = torch.tensor([[-1, 0, 0, 1, -1]], dtype=torch.int32)
+    step = WyVerifyState(parent=parent, anc=torch.ones(1, 5, 5, dtype=torch.uint8))
+    runner.bs = 2
+    fb = types.SimpleNamespace(spec_info=types.SimpleNamespace(ddtree_wy=step))
+    assert vg._stage_after_load("ret", runner, fb) == "ret"
+    assert torch.equal(cap2.parent[0], parent[0]) and (cap2.parent[1] == -1).all()
+    assert (cap2.anc[0] == 1).all() and torch.equal(cap2.anc[1], torch.eye(5, dtype=torch.uint8))
+    assert step.saved == cap2.saved and step.saved is not cap2.saved
+    step.saved.clear()  # what wy_commit does after the commit
+    assert 7 in cap2.saved  # the capture's entries survive for the next replay
+    # A batch size without a wy capture is a loud error, never a silent eager-state commit.
+    runner.bs = 3
+    with pytest.raises(RuntimeError, match="batch size 3"):
+        vg._stage_after_load(None, runner, fb)
+
+
+def test_attention_only_and_snapshot_captures_carry_no_tree(monkeypatch):
+    import sglang.srt.runtime_context as rc
+
+    monkeypatch.setenv(vg.GRAPH_ENV, "1")
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy"))
+    assert getattr(vg._capture_with_mask(_spec(), _runner(), 17), "ddtree_wy", None) is None  # no linear layers
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="snapshot"))
+    assert getattr(vg._capture_with_mask(_spec(), _hybrid_runner(), 10), "ddtree_wy", None) is None

@@ -14,6 +14,21 @@ mask silently. Until this path is verified on a GPU, DDTREE verifies run eagerly
 
 ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH_NOMASK_CONTROL=1`` keeps sglang's mask-less capture: the
 negative control of the GPU test that shows the mask is really applied (it must mismatch).
+
+Hybrid targets in ``--speculative-ddtree-gdn-mode snapshot``: sglang's linear backend in tree
+mode (compat/hybrid_tree.py raises its top-k) captures its per-node kernels with static
+first-child / next-sibling buffers per batch size and copies each step's links into them before
+a replay (as for EAGLE trees), so the replay follows the step's tree. Not yet run on a GPU.
+
+Hybrid targets in ``--speculative-ddtree-gdn-mode wy``: the GatedDeltaNet layers of the
+captured verify run our tree kernels (compat/gdn_wy.py), so the capture-time verify input also
+carries a :class:`~sglang_ddtree.compat.gdn_wy.WyVerifyState` whose tree (``parent``,
+``anc``) lives in static buffers of the runner (``[max_bs, N]``, ``[max_bs, N, N]``, sliced per
+captured batch size). Before each replay (``load_batch``) the step's tree is copied into them,
+and the step's state is pointed at what the captured call saved for its commit (``u``, ``G``
+and the pre-conv inputs: graph-pool tensors the replay rewrites), so the worker's
+``wy_commit`` works unchanged. Padded requests of a replay compute on whatever tree their rows
+hold (valid trees) from the pool's padding slot; the commit touches real requests only.
 """
 
 from __future__ import annotations
@@ -30,15 +45,70 @@ def tree_verify_graphs_enabled() -> bool:
     return os.environ.get(GRAPH_ENV) == "1"
 
 
+_LOAD = "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaGraphRunner.load_batch"
+
+
 def _capture_with_mask(result, self, num_tokens, *args, **kwargs):
     from ..server_args import is_ddtree_server
+    from .wy_pool import wy_server
 
-    if (not tree_verify_graphs_enabled() or os.environ.get(NOMASK_CONTROL_ENV) == "1"
-            or self.model_runner.is_draft_worker or result is None or not is_ddtree_server()):
+    if (not tree_verify_graphs_enabled() or self.model_runner.is_draft_worker or result is None
+            or not is_ddtree_server()):
         return result
-    if getattr(result, "custom_mask", None) is None:
-        result = copy.copy(result)
+    result = copy.copy(result)
+    if getattr(result, "custom_mask", None) is None and os.environ.get(NOMASK_CONTROL_ENV) != "1":
         result.custom_mask = self.buffers.custom_mask
+    if wy_server() and _is_hybrid(self.model_runner):
+        width = int(self.captured_req_width)
+        result.ddtree_wy = static_wy_state(self, num_tokens // width, width)
+    return result
+
+
+def _is_hybrid(model_runner) -> bool:
+    return getattr(getattr(model_runner, "attn_backend", None), "linear_attn_backend", None) is not None
+
+
+def static_wy_state(runner, bs: int, width: int):
+    """The capture-time tree state of ``runner`` for batch size ``bs`` (created on first use):
+    views of one ``[max_bs, width]`` parent / ``[max_bs, width, width]`` ancestor buffer, every
+    node its own root until a replay writes a tree."""
+    import torch
+
+    from .gdn_wy import WyVerifyState
+
+    holder = getattr(runner, "_ddtree_wy_static", None)
+    if holder is None:
+        max_bs = int(getattr(runner, "max_bs", bs))
+        dev = runner.buffers.input_ids.device
+        eye = torch.eye(width, dtype=torch.uint8, device=dev)
+        holder = {"parent": torch.full((max_bs, width), -1, dtype=torch.int32, device=dev),
+                  "anc": eye.expand(max_bs, width, width).contiguous(), "states": {}}
+        runner._ddtree_wy_static = holder
+    states = holder["states"]
+    if bs not in states:
+        states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs])
+    return states[bs]
+
+
+def stage_wy_replay(runner, step_wy) -> None:
+    """Copy the step's tree into the static state of the graph about to replay (``runner.bs``,
+    set by ``load_batch``) and give the step that state's saved commit inputs."""
+    holder = getattr(runner, "_ddtree_wy_static", None)
+    static = holder["states"].get(int(runner.bs)) if holder is not None else None
+    if static is None:
+        raise RuntimeError(
+            f"DDTREE wy: no tree verify graph captured for batch size {runner.bs} with the wy kernels "
+            "(was the target's verify graph captured with SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1?)")
+    n = step_wy.parent.shape[0]
+    static.parent[:n].copy_(step_wy.parent)
+    static.anc[:n].copy_(step_wy.anc)
+    step_wy.saved = dict(static.saved)  # a copy: the commit clears the step's dict only
+
+
+def _stage_after_load(result, self, forward_batch, *args, **kwargs):
+    step_wy = getattr(getattr(forward_batch, "spec_info", None), "ddtree_wy", None)
+    if step_wy is not None and not self.model_runner.is_draft_worker:
+        stage_wy_replay(self, step_wy)
     return result
 
 
@@ -46,3 +116,4 @@ def register_verify_graph_hooks() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(_TARGET, _capture_with_mask, HookType.AFTER)
+    HookRegistry.register(_LOAD, _stage_after_load, HookType.AFTER)
