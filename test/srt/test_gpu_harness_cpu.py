@@ -55,19 +55,20 @@ def test_run_all_orders_plain_first_and_reuses_only_same_code(monkeypatch, tmp_p
     done, order, lock = set(), [], threading.Lock()
 
     def spawn(name, out, timeout_s):
+        with lock:
+            order.append(name)  # start order
         if gpu_cases.CASES[name][2].get("oracle"):  # an oracle case never starts before its plain run
             assert f"plain-{gpu_cases.CASES[name][0]}" in done, name
         rec = {"name": name, "rc": 0, "code_digest": gpu_cases.code_digest()}
         (out / f"{name}.result.json").write_text(json.dumps(rec))
         with lock:
             done.add(name)
-            order.append(name)
         return rec
 
     monkeypatch.setattr(gpu_cases, "_spawn", spawn)
     monkeypatch.setattr(gpu_cases, "_path", lambda m: m)
     only = ["ddtree16-qwen35-wy-oracle-sibling", "ddtree8-llama"]
-    res = gpu_cases.run_all(tmp_path, parallel=3, only=only, reuse=False)
+    res = gpu_cases.run_all(tmp_path, parallel=2, only=only, reuse=False)
     assert set(res) == {"plain-llama", "plain-qwen35", *only}
     assert set(order[:2]) == {"plain-llama", "plain-qwen35"}
     # Reuse: nothing runs again at the same code digest ...
