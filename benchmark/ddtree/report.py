@@ -1,0 +1,186 @@
+"""Report over the two halves of the Qwen3.6-27B question (issue: benchmarks at Qwen3.6-27B
+scale, item 4): step cost measured at full size on a GPU (``step_cost.py``: ms per decode step
+per configuration and concurrency, random weights) and acceptance measured with models we can
+run (``accept_sweep.py``: tokens per target forward per configuration). Neither alone answers
+"how much faster"; their quotient does, *as a projection*, and is labelled so:
+
+    projected tokens/s per request = tokens per forward (acceptance source) / ms per step (GPU) * 1000
+
+Writes a markdown report (tables: step cost with the weight-read floor, acceptance, projected
+tokens/s and the DDTREE / DFLASH ratio per concurrency) and a PNG (tokens/s vs budget per
+concurrency, the ratio, and the accept-length histograms).
+
+    python benchmark/ddtree/report.py --step-cost results/.../step_cost.json [--step-cost-log sc.log] \\
+        --accept results/.../accept-sweep.json --out benchmark/ddtree/results/report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+CONFIG_ORDER = ("no-spec", "DFLASH")
+
+
+def _config_key(cfg: str) -> Tuple[int, int]:
+    if cfg in CONFIG_ORDER:
+        return (CONFIG_ORDER.index(cfg), 0)
+    if cfg.startswith("DDTREE-"):
+        return (len(CONFIG_ORDER), int(cfg.split("-", 1)[1]))
+    return (len(CONFIG_ORDER) + 1, 0)
+
+
+def load_step_cost(paths: List[Path], logs: List[Path]) -> Tuple[dict, Dict[Tuple[str, int], float]]:
+    """``(meta, {(config, concurrency): ms_per_step})`` from step_cost JSONs and, for rows whose
+    process was stopped before writing, the ``[step_cost] {...}`` lines of its log."""
+    meta, ms = {}, {}
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        rows = d["rows"] if isinstance(d, dict) else d
+        if isinstance(d, dict):
+            meta.update(d.get("meta", {}))
+        for r in rows:
+            ms[(r["config"], int(r["concurrency"]))] = float(r["ms_per_step"])
+    for p in logs:
+        for line in Path(p).read_text(errors="replace").splitlines():
+            m = re.search(r"\[step_cost\] (\{.*\})", line)
+            if m:
+                r = json.loads(m.group(1))
+                ms.setdefault((r["config"], int(r["concurrency"])), float(r["ms_per_step"]))
+    return meta, ms
+
+
+def load_accept(path: Path) -> Tuple[dict, Dict[str, float], Dict[str, List[int]]]:
+    """``(meta, {config: tokens per forward over all sets}, {config: accept histogram})``."""
+    d = json.loads(Path(path).read_text())
+    tpf, hist = {}, {}
+    for cfg, rec in d["rows"].items():
+        toks = sum(s["completion_tokens"] for s in rec["sets"].values())
+        steps = sum(s["verify_steps"] for s in rec["sets"].values())
+        # No speculation: one token per forward by definition (verify_steps is 0 there).
+        tpf[cfg] = toks / steps if steps else 1.0
+        h: List[int] = []
+        for s in rec["sets"].values():
+            for i, c in enumerate(s.get("accept_histogram") or []):
+                h.extend([0] * (i + 1 - len(h)))
+                h[i] += c
+        if h:
+            hist[cfg] = h
+    return d.get("meta", {}), tpf, hist
+
+
+def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tuple[str, int], dict]:
+    """Projected tokens/s per request and the ratio to DFLASH at the same concurrency."""
+    out = {}
+    for (cfg, c), m in ms.items():
+        if cfg not in tpf:
+            continue
+        out[(cfg, c)] = {"tokens_per_s": tpf[cfg] / m * 1e3}
+    for (cfg, c), r in out.items():
+        base = out.get(("DFLASH", c))
+        if base:
+            r["vs_dflash"] = r["tokens_per_s"] / base["tokens_per_s"]
+    return out
+
+
+def _table(header: List[str], rows: List[List[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> str:
+    concs = sorted({c for _, c in ms})
+    cfgs = sorted({cfg for cfg, _ in ms} | set(tpf), key=_config_key)
+    fmt = lambda x, f="{:.1f}": f.format(x) if x is not None else "—"  # noqa: E731
+    parts = ["## Step cost, acceptance and projected speed", ""]
+    parts.append(f"Step cost: {sc_meta.get('device', '?')}, target {sc_meta.get('target', '?')}, "
+                 f"prompt {sc_meta.get('prompt_len', '?')} tokens, random weights (every step commits ~1 "
+                 f"token). Weight-read floor of the target: {fmt(sc_meta.get('floor_ms_target'), '{:.2f}')} ms.")
+    parts.append(f"Acceptance: {acc_meta.get('target', '?')} with {acc_meta.get('drafter', '?')} on "
+                 f"{', '.join(acc_meta.get('sets', []))} (greedy).")
+    parts.append("**Projected** tokens/s combine the two; they are not a measurement of either model.\n")
+    parts.append(_table(["config"] + [f"ms/step, conc {c}" for c in concs],
+                        [[cfg] + [fmt(ms.get((cfg, c)), "{:.2f}") for c in concs] for cfg in cfgs]))
+    parts.append("")
+    parts.append(_table(["config", "tokens per target forward"], [[cfg, fmt(tpf.get(cfg), "{:.3f}")] for cfg in cfgs]))
+    parts.append("")
+    rows = []
+    for cfg in cfgs:
+        row = [cfg]
+        for c in concs:
+            p = proj.get((cfg, c))
+            row.append("—" if p is None else f"{p['tokens_per_s']:.1f}" + (
+                f" ({p['vs_dflash']:.2f}x)" if "vs_dflash" in p else ""))
+        rows.append(row)
+    parts.append(_table(["config"] + [f"projected tok/s per request, conc {c} (vs DFLASH)" for c in concs], rows))
+    parts.append("")
+    return "\n".join(parts)
+
+
+def plot(ms: dict, proj: dict, hist: dict, png: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    concs = sorted({c for _, c in ms})
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    for c in concs:
+        pts = sorted((int(cfg.split("-")[1]), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
+                     if cc == c and cfg.startswith("DDTREE-"))
+        if pts:
+            line = ax[0].plot(*zip(*pts), marker="o", label=f"DDTREE, conc {c}")[0]
+            if ("DFLASH", c) in proj:
+                ax[0].axhline(proj[("DFLASH", c)]["tokens_per_s"], ls="--", color=line.get_color(),
+                              label=f"DFLASH, conc {c}")
+        rpts = sorted((int(cfg.split("-")[1]), p["vs_dflash"]) for (cfg, cc), p in proj.items()
+                      if cc == c and cfg.startswith("DDTREE-") and "vs_dflash" in p)
+        if rpts:
+            ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c}")
+    ax[0].set(xscale="log", xlabel="DDTREE budget", ylabel="projected tokens/s per request", title="speed")
+    ax[1].axhline(1.0, color="grey", lw=0.8)
+    ax[1].set(xscale="log", xlabel="DDTREE budget", ylabel="DDTREE / DFLASH", title="ratio (projected)")
+    for cfg, h in sorted(hist.items(), key=lambda kv: _config_key(kv[0])):
+        tot = sum(h) or 1
+        ax[2].plot(range(len(h)), [x / tot for x in h], marker=".", label=cfg)
+    ax[2].set(xlabel="accepted drafts per step", ylabel="fraction of steps", title="accept-length histogram")
+    for a in ax:
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--step-cost", type=Path, nargs="+", required=True)
+    ap.add_argument("--step-cost-log", type=Path, nargs="*", default=[])
+    ap.add_argument("--accept", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="path stem: .md, .json and .png are written")
+    a = ap.parse_args(argv)
+    sc_meta, ms = load_step_cost(a.step_cost, a.step_cost_log)
+    acc_meta, tpf, hist = load_accept(a.accept)
+    proj = project(ms, tpf)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.with_suffix(".md").write_text(render(sc_meta, ms, acc_meta, tpf, proj))
+    a.out.with_suffix(".json").write_text(json.dumps({
+        "step_cost_meta": sc_meta, "accept_meta": acc_meta,
+        "rows": [dict(config=cfg, concurrency=c, ms_per_step=ms[(cfg, c)], tokens_per_forward=tpf.get(cfg), **p)
+                 for (cfg, c), p in sorted(proj.items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
+    }, indent=1))
+    if plot(ms, proj, hist, a.out.with_suffix(".png")):
+        print(f"[report] {a.out.with_suffix('.png')}")
+    print(a.out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

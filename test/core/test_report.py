@@ -1,0 +1,47 @@
+"""benchmark/ddtree/report.py: the projection divides tokens per forward by ms per step, the
+ratio is taken against DFLASH at the same concurrency, rows stopped before their JSON are read
+from the log, and missing cells render as a dash (never a made-up number)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("ddtree_report", ROOT / "benchmark" / "ddtree" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _accept_row(tokens, steps, hist):
+    return {"sets": {"a": {"completion_tokens": tokens, "verify_steps": steps, "accept_histogram": hist}}}
+
+
+def test_projection_table_and_files(report, tmp_path):
+    sc = {"meta": {"device": "GPU", "floor_ms_target": 10.0}, "rows": [
+        {"config": "DFLASH", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-32", "concurrency": 1, "ms_per_step": 25.0},
+        {"config": "DFLASH", "concurrency": 4, "ms_per_step": 40.0}]}
+    (tmp_path / "sc.json").write_text(json.dumps(sc))
+    (tmp_path / "sc.log").write_text('noise\n[step_cost] {"config": "DDTREE-32", "concurrency": 4, "ms_per_step": 50.0}\n')
+    acc = {"meta": {"target": "T", "drafter": "D", "sets": ["a"]}, "rows": {
+        "no-spec": _accept_row(10, 0, None), "DFLASH": _accept_row(30, 20, [12, 6, 2]),
+        "DDTREE-32": _accept_row(40, 20, [5, 10, 5]), "DDTREE-64": _accept_row(42, 20, [4, 10, 6])}}
+    (tmp_path / "acc.json").write_text(json.dumps(acc))
+    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--step-cost-log", str(tmp_path / "sc.log"),
+                        "--accept", str(tmp_path / "acc.json"), "--out", str(tmp_path / "r")]) == 0
+    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert rows[("DFLASH", 1)]["tokens_per_s"] == pytest.approx(1.5 / 20 * 1e3)
+    assert rows[("DDTREE-32", 1)]["vs_dflash"] == pytest.approx((2.0 / 25) / (1.5 / 20))
+    assert rows[("DDTREE-32", 4)]["ms_per_step"] == 50.0  # from the log
+    assert ("DDTREE-64", 1) not in rows  # acceptance without a step cost: no projection
+    md = (tmp_path / "r.md").read_text()
+    assert "**Projected**" in md and "| DDTREE-64 | — | — |" in md
