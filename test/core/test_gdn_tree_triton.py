@@ -127,10 +127,17 @@ PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
 @pytest.mark.parametrize("n", [16, 23, 40])
 @kernels_here
 def test_tree_gdn_verify_and_commit_match_path_reference(kern, dtype, tol, n, precision, impl):
-    H, HV, K, V = 2, 4, 32, 32
+    _verify_and_commit_case(kern, dtype, tol, n, precision, impl)
+
+
+def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, gate_shift=0.0):
+    """Verify a batch of different trees and commit a different path per request, against the
+    float64 path references. ``gate_shift`` is added to the raw gate input ``a``."""
+    H, HV = 2, 4
     trees = _trees(n)
     bs = len(trees)  # a batch of different trees
     q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, dtype)
+    a = a + gate_shift
     anc = torch.stack([t[1] for t in trees])
     parents = [t[0] for t in trees]
     slots = torch.tensor([3, 0, 4, 1])
@@ -240,41 +247,16 @@ def test_strong_decay_on_bushy_trees_stays_finite(kern, impl):
     branches exp(G_t - G_s) overflows fp32 (the session-4 GPU failure of wy mode: NaN logits);
     only ancestor pairs may contribute, and there G_t - G_s <= 0. Verify and commit must match
     the float64 path reference."""
-    n, H, HV, K, V = 40, 2, 4, 16, 16
-    trees = _trees(n)
-    bs = len(trees)
-    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, torch.float32)
-    a = a + 20.0  # softplus(a + dt_bias) ~ 20: decays of e^-20 and more per token
-    anc = torch.stack([t[1] for t in trees])
-    parents = [t[0] for t in trees]
-    slots = torch.tensor([3, 0, 4, 1])
-    scale = K ** -0.5
-    ref_o, ref_states = _reference(q, k, v, a, b, A_log, dt_bias, parents, state[slots], scale)
-    dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
-    st = state.clone().to(DEV)
-    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale, precision="ieee", impl=impl)
-    assert _rel(o, ref_o) < 2e-5
+    _verify_and_commit_case(kern, torch.float32, 2e-5, 40, "ieee", impl, K=16, V=16, gate_shift=20.0)
     # The fp32 torch WY reference takes the same care.
+    n, K = 40, 16
+    parent = _trees(n)[2][0]
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, n, 2, 4, K, 16, torch.float32)
     o32, _, _ = gdn_tree.gdn_tree_wy(
-        q[:n] / torch.sqrt((q[:n] ** 2).sum(-1, keepdim=True) + 1e-6),
-        k[:n] / torch.sqrt((k[:n] ** 2).sum(-1, keepdim=True) + 1e-6), v[:n],
-        -torch.exp(A_log) * F.softplus(a[:n] + dt_bias), torch.sigmoid(b[:n]), parents[0],
-        state[slots[0]].transpose(-1, -2), scale)
+        q / torch.sqrt((q ** 2).sum(-1, keepdim=True) + 1e-6), k / torch.sqrt((k ** 2).sum(-1, keepdim=True) + 1e-6),
+        v, -torch.exp(A_log) * F.softplus(a + 20.0 + dt_bias), torch.sigmoid(b), parent, state[0].transpose(-1, -2),
+        K ** -0.5)
     assert torch.isfinite(o32).all()
-    # Commit the deepest node of each tree.
-    P = 16
-    accepted = torch.full((bs, P), -1, dtype=torch.int64)
-    accept_len = torch.zeros(bs, dtype=torch.int64)
-    for r, par in enumerate(parents):
-        depth = torch.tensor([len(gdn_tree.path_of(par, i)) for i in range(n)])
-        path = gdn_tree.path_of(par, int(depth.argmax()))[:P]
-        accepted[r, : len(path)] = torch.tensor(path)
-        accept_len[r] = len(path) - 1
-    kern.tree_gdn_commit(st, slots.to(DEV), u, G, dev_args[1], accepted.to(DEV), accept_len.to(DEV))
-    st = st.cpu()
-    for r in range(bs):
-        node = int(accepted[r, accept_len[r]])
-        assert _rel(st[slots[r]], ref_states[r][node].transpose(-1, -2)) < 2e-5
 
 
 @pytest.mark.parametrize("impl", ["fused", "split"])
