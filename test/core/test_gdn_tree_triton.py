@@ -326,12 +326,15 @@ def test_cuda_commit_equals_triton_commit_and_reference(kern):
 # ----------------------------------------------------------------------------- wy mode (engine glue)
 
 
+@pytest.mark.parametrize("conv_layout,gate_shift", [("channel_fastest", 0.0), ("window_fastest", 12.0)])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
 @kernels_here
-def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol):
+def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layout, gate_shift):
     """compat/gdn_wy.py as the GDN backend hook drives it: one layer's tree verify from sglang's
-    packed ``mixed_qkv`` and pools (conv pool channel-fastest, state pool [slots, HV, V, K]),
-    then the commit of each request's accepted path; against the float64 path references."""
+    packed ``mixed_qkv`` and pools (conv pool ``[slots, C, W-1]`` stored channel-fastest or, as
+    sglang 0.5.17's MambaPool allocates it, window-fastest; state pool [slots, HV, V, K]), then
+    the commit of each request's accepted path; against the float64 path references. The
+    window-fastest case also uses gates as strong as a real model's (``gate_shift``)."""
     import types
 
     from sglang_ddtree.compat import gdn_wy
@@ -344,11 +347,14 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol):
     anc = torch.stack([t[1] for t in trees])
     x = torch.randn(bs * n, C).to(dtype)
     w = (torch.randn(C, W) * 0.5).to(dtype)
-    a = torch.randn(bs * n, HV).to(dtype)
+    a = (torch.randn(bs * n, HV) + gate_shift).to(dtype)
     b = torch.randn(bs * n, HV).to(dtype)
     A_log = torch.randn(HV) * 0.5
     dt_bias = torch.randn(HV) * 0.5
-    conv_pool = torch.randn(6, W - 1, C).to(dtype).transpose(1, 2)
+    if conv_layout == "channel_fastest":
+        conv_pool = torch.randn(6, W - 1, C).to(dtype).transpose(1, 2)
+    else:
+        conv_pool = torch.randn(6, C, W - 1).to(dtype)
     ssm = torch.randn(6, HV, V, K) * 0.3
     slots = torch.tensor([4, 1, 5, 2])
 
