@@ -13,7 +13,7 @@ Every engine: bf16, triton attention, pytorch sampling, decode/verify CUDA graph
 this suite checks and cost up to 80 s of start-up per engine).
 
     python test/srt/gpu_cases.py all --out /tmp/gpu-smoke [--parallel 4] [--only a,b]
-    python test/srt/gpu_cases.py check --out /tmp/gpu-smoke     # verdicts from the records alone
+    python test/srt/gpu_cases.py check --out /tmp/gpu-smoke [--suite smoke]   # verdicts from the records alone
 """
 
 from __future__ import annotations
@@ -151,6 +151,15 @@ CASES = {
 # Expected spec_correct_drafts_histogram per oracle mode for ORACLE_NEW tokens: "first" accepts
 # all 15 drafts twice (1 + 2 * 16 tokens), "sibling" exactly one draft 16 times (1 + 16 * 2).
 ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
+
+# Developer-preview and known-limit configurations: their own suite (test_gpu_preview.py), so the
+# smoke suite (test_gpu_smoke.py) states what is expected to work: CUDA-graph tree verify
+# (SGLANG_DDTREE_VERIFY_CUDA_GRAPH), --speculative-ddtree-gdn-mode wy (and its diagnostics), and
+# budget 128 on the hybrid through sglang's per-node path (its tree conv kernel compiles an
+# unrolled loop over the verify width: minutes).
+PREVIEW = tuple(n for n in CASES if "-wy" in n or "-graphs" in n or n == "ddtree128-qwen35")
+SMOKE = tuple(n for n in CASES if n not in PREVIEW)
+
 
 # bf16 near-tie tolerance (nats, = logit units). The speculative verify runs the target through
 # extend kernels and GEMMs of another shape than plain decoding, so in bf16 the two paths'
@@ -344,30 +353,78 @@ def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Opt
     return results
 
 
-def check(out: Path) -> int:
-    """Apply the smoke suite's assertions (test_gpu_smoke.py) to the records in ``out``, on any
-    machine: for a suite whose pytest run was stopped, or one split over several device calls.
-    Prints one verdict per case; returns the number of cases that failed or are missing."""
-    import test_gpu_smoke as t
+def _ok(results: dict, name: str) -> dict:
+    rec = results[name]
+    assert rec["rc"] == 0, f"{name} failed:\n{rec.get('log_tail', '')}"
+    return rec
 
+
+def assert_plain(results: dict, model: str) -> None:
+    """The plain reference ran with decode CUDA graphs and produced every token."""
+    rec = _ok(results, f"plain-{model}")
+    assert "target decode" in rec["graphs"], rec["graphs"]
+    assert all(len(o) == REF_NEW for o in rec["output_ids"])
+
+
+def assert_speculative(results: dict, name: str) -> Optional[str]:
+    """Every assertion on a speculative case; returns an xfail reason for a ``known_bad`` case
+    that failed its equality (the caller decides), else None."""
+    rec = _ok(results, name)
+    ref = _ok(results, f"plain-{rec['model']}")
+    cmp = [compare_to_reference(got, r[:n], top2)
+           for got, r, top2, n in zip(rec["output_ids"], ref["output_ids"], ref["top2"], rec["max_new_tokens"])]
+    checks = CASES[name][2]
+    passed = all(c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]) for c in cmp)
+    if checks.get("expect_mismatch"):  # a negative control: it must fail the equality
+        assert not passed, cmp
+        return None
+    if checks.get("graphs"):  # the verify really replayed CUDA graphs
+        assert (rec.get("ddtree") or {}).get("verify_cuda_graph_steps", 0) > 0, rec.get("ddtree")
+    if checks.get("known_bad") and not passed:
+        return f"known: {checks['known_bad']} ({cmp})"
+    for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run
+        assert c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]), cmp
+    # Near-tie cuts must leave a real comparison: at least a quarter of the requested tokens.
+    assert sum(c["compared"] for c in cmp) >= sum(rec["max_new_tokens"]) / 4, cmp
+    # The speculative verify or draft ran under a captured graph (DDTREE's tree verify is eager
+    # unless the preview is on; its drafter's graph is captured).
+    if not checks.get("eager"):
+        assert any("verify" in g for g in rec["graphs"]), rec["graphs"]
+    accepts = [m.get("spec_accept_length", 0.0) for m in rec["meta_info"]]
+    if checks.get("accepts"):
+        assert max(accepts) > 1.0, accepts
+    if checks.get("oracle"):
+        want = ORACLE_HISTOGRAM[checks["oracle"]]
+        for m, c in zip(rec["meta_info"], cmp):
+            if c["equal"]:  # the oracle's continuation is the plain run's; valid only there
+                assert m["spec_correct_drafts_histogram"] == want, m
+    return None
+
+
+def check(out: Path, names=None) -> int:
+    """Apply the GPU suites' assertions to the records in ``out``, on any machine: for a suite
+    whose pytest run was stopped, or one split over several device calls. Prints one verdict per
+    case of ``names`` (default: every case); returns the number that failed or are missing."""
     results = {}
     for f in sorted(out.glob("*.result.json")):
         rec = json.loads(f.read_text())
         results[rec["name"]] = rec
     bad = 0
-    for name in CASES:
+    for name in names or CASES:
         if name not in results:
             print(f"MISSING {name}")
             bad += 1
             continue
+        suite = "preview" if name in PREVIEW else "smoke"
         try:
             if name.startswith("plain-"):
-                t.test_plain_runs_with_decode_graphs(results, name.split("-", 1)[1])
+                assert_plain(results, name.split("-", 1)[1])
+                xfail = None
             else:
-                t.test_speculative_equals_plain(results, name)
-            print(f"PASS    {name}")
-        except BaseException as e:  # AssertionError, or pytest's xfail outcome
-            print(f"FAIL    {name}: {type(e).__name__}: {str(e)[:300]}")
+                xfail = assert_speculative(results, name)
+            print(f"{'XFAIL' if xfail else 'PASS':7} {name} [{suite}]" + (f": {xfail[:200]}" if xfail else ""))
+        except AssertionError as e:
+            print(f"FAIL    {name} [{suite}]: {str(e)[:300]}")
             bad += 1
     return bad
 
@@ -379,12 +436,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--parallel", type=int, default=None)
     ap.add_argument("--only", default="")
+    ap.add_argument("--suite", choices=["smoke", "preview", "all"], default="all", help="for 'check'")
     a = ap.parse_args()
     if a.what == "run":
         run_case(a.name, a.out)
         return 0
     if a.what == "check":
-        return 1 if check(a.out) else 0
+        names = {"smoke": SMOKE, "preview": PREVIEW, "all": tuple(CASES)}[a.suite]
+        return 1 if check(a.out, names) else 0
     res = run_all(a.out, a.parallel, [s for s in a.only.split(",") if s])
     return 0 if all(r["rc"] == 0 for r in res.values()) else 1
 
