@@ -120,9 +120,9 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True):  # the kernel's defaults
+    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=4):  # the kernel's defaults
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
-                                         block_t=block_t, block_v=block_v)
+                                         block_t=block_t, block_v=block_v, num_warps=num_warps)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -137,9 +137,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
         for var in variants:
-            impl, bt, bv = var.split(":")
-            out[f"gdn_{impl}_bt{bt}_bv{bv}_ms_48"] = _time(
-                lambda: ours(precision, impl, int(bt), int(bv), conv=False), iters) * LAYERS
+            impl, bt, bv, *warps = var.split(":")
+            nw = int(warps[0]) if warps else 4
+            out[f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if warps else "") + "_ms_48"] = _time(
+                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw), iters) * LAYERS
     else:
         ours()
     _, u, G = held["r"]
@@ -200,7 +201,7 @@ def main():
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
     ap.add_argument("--alt-impls", nargs="*", default=["fused", "split"], help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
-                    help="also time the GDN verify alone as impl:block_t:block_v (e.g. split:32:64)")
+                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps] (e.g. split:16:64:8)")
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
@@ -213,7 +214,7 @@ def main():
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
         a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
         a.alt_impls = ["split"]
-        a.variants = a.variants or ["split:32:16", "fused:16:16"]
+        a.variants = a.variants or ["split:32:16", "fused:16:16:8"]
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,
             "timing": "CUDA-graph replay of 8 calls, median of iters (eager: CUDA events around one call)"}

@@ -260,9 +260,9 @@ def test_strong_decay_on_bushy_trees_stays_finite(kern, impl):
 
 
 @pytest.mark.parametrize("impl", ["fused", "split"])
-@pytest.mark.parametrize("block_t,block_v", [(32, 32), (16, 16), (32, 64)])
+@pytest.mark.parametrize("block_t,block_v,num_warps", [(32, 32, 4), (16, 16, 4), (32, 64, 4), (16, 64, 8)])
 @kernels_here
-def test_tree_gdn_verify_block_shapes(kern, impl, block_t, block_v):
+def test_tree_gdn_verify_block_shapes(kern, impl, block_t, block_v, num_warps):
     """The tile sizes the benchmark sweeps give the same answer (fp32 inputs, ieee)."""
     n, H, HV, K, V = 40, 2, 4, 32, 64
     trees = _trees(n)
@@ -274,7 +274,7 @@ def test_tree_gdn_verify_block_shapes(kern, impl, block_t, block_v):
     ref_o, _ = _reference(q, k, v, a, b, A_log, dt_bias, [t[0] for t in trees], state[slots], scale)
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
     o, _, _ = kern.tree_gdn_verify(*dev_args, state.clone().to(DEV), slots.to(DEV), scale=scale, precision="ieee",
-                                   impl=impl, block_t=block_t, block_v=block_v)
+                                   impl=impl, block_t=block_t, block_v=block_v, num_warps=num_warps)
     assert _rel(o, ref_o) < 2e-5
 
 

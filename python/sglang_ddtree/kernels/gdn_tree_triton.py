@@ -458,7 +458,8 @@ def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, n_chunks: int
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto"):
+                    block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto",
+                    num_warps: int = 4):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -468,7 +469,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
     chunk's state products on the way), "split" (all chunks' state products and decays in one
     fully parallel pass, then the walk does only the substitution) or "auto" (:func:`pick_impl`).
-    ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md).
+    ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
+    ``num_warps`` of the verify kernels (8 is not timed yet: fewer registers, no spills).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -493,7 +495,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     qk = torch.empty_like(kk)
     _tree_qk_kernel[(NT, NT, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=block_t, BK=BK,
                                      PREC=precision, num_warps=4)
-    common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=4)
+    common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps)
     if impl == "fused":
         _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), a.contiguous(), b.contiguous(),
