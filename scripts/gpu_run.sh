@@ -69,6 +69,10 @@ fi
 export PYTHONPATH="$ROOT/python:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export SGLANG_DDTREE_BUILD_DIR=${SGLANG_DDTREE_BUILD_DIR:-/tmp/sglang-ddtree-build}
 export SGLANG_DDTREE_GPU_RESULTS=$OUT
+# The bundle's prebuilt CUDA tree kernels (used when built from these sources for this torch).
+if [[ -d $SITE/sglang_ddtree/kernels/prebuilt && -z ${SGLANG_DDTREE_PREBUILT_DIR:-} ]]; then
+  export SGLANG_DDTREE_PREBUILT_DIR=$SITE/sglang_ddtree/kernels/prebuilt
+fi
 if [[ -z ${TORCH_CUDA_ARCH_LIST:-} ]]; then
   TORCH_CUDA_ARCH_LIST=$(python3 -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())")
   export TORCH_CUDA_ARCH_LIST

@@ -92,6 +92,21 @@ def _inputs_digest(reqs: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def _prebuild_cuda_extension(out_dir: Path) -> None:
+    """Build the CUDA tree kernels ahead of time (nvcc, no GPU needed); a bundle without them
+    still works (JIT on first use, ~20 s), so a machine without nvcc only says so."""
+    sys.path.insert(0, str(ROOT / "python"))
+    try:
+        from sglang_ddtree.kernels.tree_cuda import PREBUILT_ARCHS, build_prebuilt
+
+        t0 = time.time()
+        lib = build_prebuilt(out_dir)
+        print(f"[bundle] prebuilt {lib.name} for {PREBUILT_ARCHS} ({lib.stat().st_size / 2**20:.1f} MiB) "
+              f"in {time.time() - t0:.0f}s")
+    except Exception as e:  # no nvcc / no CUDA torch here
+        print(f"[bundle] CUDA tree kernels not prebuilt ({e!r:.200}); the GPU host JIT-builds them")
+
+
 def _run(cmd: list[str]) -> None:
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -119,8 +134,10 @@ def build(force: bool = False) -> Path:
     if stage.exists():
         shutil.rmtree(stage)
     _run(pip + ["install", "-q", "--no-deps", "--no-compile", "--target", str(stage), *map(str, chosen)])
-    # Our CUDA sources travel beside the package (JIT-built on the GPU host).
+    # Our CUDA sources travel beside the package, and the extension prebuilt for sm_90 and sm_120
+    # (loaded when its stamp matches the host's torch and the sources; else JIT-built there).
     shutil.copytree(ROOT / "sgl-kernel" / "csrc", stage / "sgl-kernel" / "csrc")
+    _prebuild_cuda_extension(stage / "sglang_ddtree" / "kernels" / "prebuilt")
     removed = 0
     for pattern in TRIM_GLOBS:
         for p in list(stage.glob(pattern)):

@@ -2,9 +2,12 @@
 tree and its verify layout, one launch walks it. Bit-identical to
 ``core.tree_builder.build_tree_reference`` / ``core.verify_layout`` / ``core.accept``.
 
-The extension is compiled on first use with ``torch.utils.cpp_extension`` for the current
-GPU (cached under the build directory); where that is impossible, :func:`available` says
-why and callers use the torch implementation in ``sglang_ddtree.core``.
+The extension is loaded prebuilt when a build for this torch and these sources ships beside the
+package (``kernels/prebuilt/``, made ahead of time on a machine with nvcc and no GPU for sm_90
+and sm_120 by :func:`build_prebuilt`; the offline bundle carries one), else compiled on first
+use with ``torch.utils.cpp_extension`` for the current GPU (cached under the build directory);
+where neither works, :func:`available` says why and callers use the torch implementation in
+``sglang_ddtree.core``.
 """
 
 from __future__ import annotations
@@ -32,21 +35,113 @@ def _find_csrc() -> Path:
 _CSRC = _find_csrc()
 
 
+_NAME = "sglang_ddtree_tree"
+_SOURCES = ("ddtree_bind.cpp", "ddtree_tree.cu", "ddtree_gdn_commit.cu")
+_CFLAGS = ["-O3"]
+PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
+PREBUILT_ARCHS = "9.0;12.0"  # H200 (measured) and RTX PRO 6000 Blackwell (the user's host)
+
+
+def build_stamp(csrc: Path = None) -> dict:
+    """What a prebuilt extension must match to be loaded: torch, its CUDA, the sources, flags."""
+    import hashlib
+
+    csrc = csrc or _CSRC
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update(name.encode() + b"\0" + (csrc / name).read_bytes())
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "sources": h.hexdigest()[:16], "cflags": _CFLAGS}
+
+
+def _load_prebuilt(directory: Path):
+    """The prebuilt module in ``directory`` if its stamp matches this torch and these sources."""
+    import importlib.machinery
+    import importlib.util
+    import json
+
+    stamp = directory / f"{_NAME}.json"
+    libs = sorted(directory.glob(f"{_NAME}*.so"))
+    if not stamp.exists() or not libs or not _CSRC.exists():
+        return None
+    have = json.loads(stamp.read_text())
+    if {k: have.get(k) for k in build_stamp()} != build_stamp():
+        return None
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        if f"{major}.{minor}" not in have.get("archs", "").split(";"):
+            return None
+    loader = importlib.machinery.ExtensionFileLoader(_NAME, str(libs[0]))
+    spec = importlib.util.spec_from_file_location(_NAME, str(libs[0]), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
+    """Compile the extension for ``archs`` without a GPU (nvcc + a CUDA torch) into ``out_dir``
+    with its stamp; returns the shared library."""
+    import json
+    import shutil
+    import tempfile
+
+    import torch.utils.cpp_extension as ext
+    from torch.utils.cpp_extension import load
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    old = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = archs
+    old_home = ext.CUDA_HOME
+    # torch guesses CUDA_HOME from the nvcc on PATH; a wrapper script there (as on our CPU
+    # machines) hides the toolkit's headers. Prefer an explicit CUDA_HOME, then the standard one.
+    for home in (os.environ.get("CUDA_HOME"), ext.CUDA_HOME, "/usr/local/cuda"):
+        if home and Path(home, "include", "cuda_runtime_api.h").exists():
+            ext.CUDA_HOME = home
+            break
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            load(name=_NAME, sources=[str(_CSRC / n) for n in _SOURCES], extra_cuda_cflags=_CFLAGS,
+                 build_directory=tmp, verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1")
+            lib = next(Path(tmp).glob(f"{_NAME}*.so"))
+            for old_lib in out_dir.glob(f"{_NAME}*.so"):
+                old_lib.unlink()
+            dest = out_dir / lib.name
+            shutil.copy2(lib, dest)
+    finally:
+        ext.CUDA_HOME = old_home
+        if old is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = old
+    (out_dir / f"{_NAME}.json").write_text(json.dumps(dict(build_stamp(), archs=archs), indent=1))
+    return dest
+
+
 @functools.lru_cache(maxsize=1)
 def _load():
     from torch.utils.cpp_extension import load
 
     from ..tiny_models import build_dir
 
+    prebuilt = _load_prebuilt(Path(os.environ.get("SGLANG_DDTREE_PREBUILT_DIR", PREBUILT_DIR)))
+    if prebuilt is not None:
+        return prebuilt
     out = build_dir().parent / "torch_ext" / "ddtree_tree"
     out.mkdir(parents=True, exist_ok=True)
     return load(
-        name="sglang_ddtree_tree",
-        sources=[str(_CSRC / "ddtree_bind.cpp"), str(_CSRC / "ddtree_tree.cu"), str(_CSRC / "ddtree_gdn_commit.cu")],
-        extra_cuda_cflags=["-O3"],
+        name=_NAME,
+        sources=[str(_CSRC / n) for n in _SOURCES],
+        extra_cuda_cflags=_CFLAGS,
         build_directory=str(out),
         verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1",
     )
+
+
+def loaded_from() -> str:
+    """Where the loaded extension came from ("prebuilt: PATH" or "jit: PATH"), for logs and tests."""
+    mod = _load()
+    path = str(getattr(mod, "__file__", "?"))
+    return ("prebuilt: " if Path(path).parent == Path(os.environ.get("SGLANG_DDTREE_PREBUILT_DIR", PREBUILT_DIR))
+            else "jit: ") + path
 
 
 def available() -> Optional[str]:
