@@ -62,9 +62,11 @@ def spec_kwargs(cfg: str, drafter: str) -> dict:
     base = dict(speculative_draft_model_path=drafter, speculative_draft_load_format="dummy")
     if cfg == "DFLASH":
         return dict(base, speculative_algorithm="DFLASH")
+    if cfg == "DDTREE-chain":  # the chain through DDTREE's worker: the budget policy's fallback
+        return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=15, speculative_ddtree_topk=1)
     if cfg.startswith("DDTREE-"):
         return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=int(cfg.split("-", 1)[1]))
-    raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-<budget>)")
+    raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-chain, DDTREE-<budget>)")
 
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
@@ -86,6 +88,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     kw.update(extra)
     if cfg.startswith("DDTREE"):
         kw.update(ddtree_extra)
+        kw.update({k: v for k, v in spec_kwargs(cfg, drafter).items() if cfg == "DDTREE-chain"})  # stays a chain
     rng = random.Random(0)
     rows = []
     t0 = time.time()

@@ -40,6 +40,12 @@ class DDTreeStats:
         self.oracle_mismatch = torch.zeros((), dtype=torch.int64, device=device)
         self.oracle_steps = 0
         self.oracle_skipped = 0  # steps with no free KV slots for the replay
+        # --speculative-ddtree-budget auto: the policy (core/budget_policy.py) and its choices.
+        self.policy = None
+        self.choices = {}
+
+    def record_choice(self, choice) -> None:
+        self.choices[str(choice)] = self.choices.get(str(choice), 0) + 1
 
     def record(self, accept_len: torch.Tensor, tree_depth: torch.Tensor) -> None:
         """``accept_len [bs]`` accepted drafts; ``tree_depth [bs, B']`` node depths (<= 0: none)."""
@@ -78,6 +84,8 @@ class DDTreeStats:
             "avg_tree_nodes": int(self.nodes) / n if n else 0.0,
             "verify_cuda_graph_steps": self.verify_graph_steps,
         }
+        if self.policy is not None:
+            out["budget_policy"] = dict(self.policy.snapshot(), steps_by_choice=dict(self.choices))
         if self.oracle_steps or self.oracle_skipped:
             out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,
                              "checked_request_steps": int(self.oracle_checked),
@@ -183,7 +191,12 @@ def _request_metrics_after(result, self, meta_info, *args, **kwargs):
     from .server_args import is_ddtree
 
     if is_ddtree(self.server_args):
-        request_spec_metrics(meta_info, self.server_args.speculative_ddtree_budget)
+        if getattr(self.server_args, "speculative_ddtree_step_cost", None):
+            # --speculative-ddtree-budget auto: the tree size changes per step and is not known
+            # here; sglang's counts stay (verify width - 1 per step: an upper bound).
+            meta_info["ddtree_budget"] = "auto"
+        else:
+            request_spec_metrics(meta_info, self.server_args.speculative_ddtree_budget)
     return result
 
 

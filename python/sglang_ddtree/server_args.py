@@ -27,8 +27,10 @@ MAX_BUDGET = 1024
 @dataclasses.dataclass
 class DDTreeServerArgs(ServerArgs):
     speculative_ddtree_budget: A[
-        Optional[int],
-        f"DDTREE: draft-tree node budget per request per step (root not counted). Default {DEFAULT_BUDGET}; 1..{MAX_BUDGET}.",
+        Optional[str],
+        f"DDTREE: draft-tree node budget per request per step (root not counted). Default {DEFAULT_BUDGET}; "
+        f"1..{MAX_BUDGET}, or 'auto': per step from the batch size, the measured step cost "
+        "(--speculative-ddtree-step-cost) and the running acceptance, with the chain as fallback.",
         NS("spec"),
     ] = None
     speculative_ddtree_topk: A[
@@ -57,6 +59,13 @@ class DDTreeServerArgs(ServerArgs):
         "DDTREE: fraction of steps re-checked by a sequential target replay of the accepted path (0 in production).",
         NS("spec"),
     ] = 0.0
+    speculative_ddtree_step_cost: A[
+        Optional[str],
+        "DDTREE with --speculative-ddtree-budget auto: the step-cost table (JSON written by "
+        "benchmark/ddtree/step_cost.py on this model and GPU: DDTREE-<budget> rows, and DDTREE-chain for "
+        "the chain fallback). The largest budget in it sets the verify width.",
+        NS("spec"),
+    ] = None
     speculative_ddtree_gdn_mode: A[
         Optional[str],
         "DDTREE on hybrid (GatedDeltaNet) targets: how the tree verify keeps linear-attention "
@@ -75,6 +84,7 @@ DDTREE_FLAGS = (
     "speculative_ddtree_shadow_linear",
     "speculative_ddtree_oracle_rate",
     "speculative_ddtree_gdn_mode",
+    "speculative_ddtree_step_cost",
 )
 GDN_MODES = ("snapshot", "wy")
 DEFAULT_GDN_MODE = "snapshot"
@@ -97,6 +107,7 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     """Resolve defaults and reject bad values / unsupported combinations, naming the flag."""
     if server_args.speculative_ddtree_budget is None:
         server_args.speculative_ddtree_budget = DEFAULT_BUDGET
+    _resolve_budget(server_args)
     if server_args.speculative_ddtree_topk is None:
         server_args.speculative_ddtree_topk = DEFAULT_TOPK
     if server_args.speculative_ddtree_max_depth is None:
@@ -127,6 +138,34 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     if mode == "wy" and tree_verify_graphs_enabled() and wy_check_enabled():
         # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
         raise ValueError(f"{CHECK_ENV}=1 needs the eager tree verify: unset {GRAPH_ENV} (or {CHECK_ENV}).")
+
+
+def _resolve_budget(server_args) -> None:
+    """An integer budget, or 'auto' with a readable step-cost table: then the budget field becomes
+    the table's largest budget (the verify width is sized by it) and the table drives each step."""
+    b = server_args.speculative_ddtree_budget
+    table = server_args.speculative_ddtree_step_cost
+    if isinstance(b, str) and b.strip().lower() == "auto":
+        if not table:
+            raise ValueError("--speculative-ddtree-budget auto needs --speculative-ddtree-step-cost PATH "
+                             "(a table from benchmark/ddtree/step_cost.py for this model and GPU).")
+        from .core.budget_policy import StepCostTable
+
+        try:
+            budgets = StepCostTable.from_json(table).budgets()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"--speculative-ddtree-step-cost {table}: not a step-cost table ({e!r}).") from e
+        if not budgets:
+            raise ValueError(f"--speculative-ddtree-step-cost {table}: no DDTREE-<budget> rows.")
+        server_args.speculative_ddtree_budget = max(budgets)
+        return
+    try:
+        server_args.speculative_ddtree_budget = int(b)
+    except (TypeError, ValueError):
+        raise ValueError(f"--speculative-ddtree-budget must be an integer in 1..{MAX_BUDGET} or 'auto', got {b!r}.")
+    if table:
+        raise ValueError("--speculative-ddtree-step-cost is used only with --speculative-ddtree-budget auto; "
+                         "remove it or set the budget to auto.")
 
 
 def validate_ddtree_parallelism(server_args) -> None:

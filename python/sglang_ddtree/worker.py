@@ -41,6 +41,7 @@ from .core.accept import target_tokens, tree_walk
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .compat.gdn_wy import WyVerifyState, wy_check_enabled, wy_commit
+from .core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
 from .compat.verify_graph import tree_verify_graphs_enabled
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
@@ -153,6 +154,14 @@ class DDTreeWorker(DFlashWorkerV2):
                 "yet (the replay would advance the linear-attention state); remove the flag."
             )
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)  # metrics.py
+        # --speculative-ddtree-budget auto (core/budget_policy.py): self.budget is the table's
+        # largest budget (it sizes the verify width); each step verifies the policy's choice.
+        self.policy = None
+        if server_args.speculative_ddtree_step_cost:
+            self.policy = BudgetPolicy(StepCostTable.from_json(server_args.speculative_ddtree_step_cost))
+            self.stats.policy = self.policy
+            logger.info("DDTREE: budget auto over %s (chain fallback: %s), step costs from %s",
+                        self.policy.budgets, self.policy.chain, server_args.speculative_ddtree_step_cost)
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
@@ -190,14 +199,24 @@ class DDTreeWorker(DFlashWorkerV2):
             keys, lse = keys.unsqueeze(0), lse.unsqueeze(0)
         return merge_rank_topk(keys, lse, self.topk)
 
-    def _build(self, lp, ids, root, prefix):
+    def _build(self, lp, ids, root, prefix, budget, width, max_siblings=None):
         L = min(self.max_depth, lp.shape[1])
         # The CUDA kernel lays out exactly budget + 1 positions; when the verify width is
         # padded up to the draft block, the torch path builds the padded layout directly.
-        if self._tree_cuda is not None and self.width == self.budget + 1:
-            return self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, self.budget, None, L)
-        tree = pad_tree(build_tree(lp, ids, self.budget, None, L), self.width - 1)
+        if self._tree_cuda is not None and width == budget + 1:
+            return self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, budget, max_siblings, L)
+        tree = pad_tree(build_tree(lp, ids, budget, max_siblings, L), width - 1)
         return tree, build_verify_layout(tree, root, prefix, lp.shape[1])
+
+    def _step_shape(self, bs: int):
+        """``(choice, budget, verify width, max siblings)`` of this step: the fixed budget, or
+        the budget policy's choice (the chain: one candidate per depth, DFLASH's block width)."""
+        if self.policy is None:
+            return self.budget, self.budget, self.width, None
+        choice = self.policy.choose(bs)
+        if choice == CHAIN:
+            return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1
+        return choice, int(choice), verify_width(int(choice), self.block_size), None
 
     # ------------------------------------------------------------------ decode step
 
@@ -237,7 +256,9 @@ class DDTreeWorker(DFlashWorkerV2):
         bs = len(batch.seq_lens)
         device = self.device
         block = self.block_size
-        width = self.width
+        # Fixed budget: the server's verify width; budget auto: this step's (<= the server's,
+        # whose KV window the scheduler reserved; a narrower step uses its first positions).
+        choice, budget, width, max_siblings = self._step_shape(bs)
         req_to_token = self.model_runner.req_to_token_pool.req_to_token
         prefix_lens = batch.seq_lens
 
@@ -289,7 +310,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # --- 2) Tree and verify layout.
         root = draft_input.bonus_tokens.long()
         with timer.phase("tree"):
-            tree, layout = self._build(lp, ids, root, prefix_lens.long())
+            tree, layout = self._build(lp, ids, root, prefix_lens.long(), budget, width, max_siblings)
 
         # --- 3) Target verify over the tree.
         verify_input = DDTreeVerifyInput(
@@ -322,10 +343,14 @@ class DDTreeWorker(DFlashWorkerV2):
         self.stats.record(acc.accept_len, tree.depth)
         bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
         shadow = None
-        if self.shadow:
+        if self.shadow or (self.policy is not None and self.policy.chain and choice != CHAIN):
             node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
             shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, ids[:, :, 0], bonus, lp.shape[1])
-            self.stats.record_shadow(*shadow)
+            if self.shadow:
+                self.stats.record_shadow(*shadow)
+        if self.policy is not None:
+            self.policy.record(choice, acc.accepted, acc.accept_len, chain_accept=None if shadow is None else shadow[0])
+            self.stats.record_choice(choice)
         if snapshot:
             self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
         elif self._need_mamba_verify_commit:

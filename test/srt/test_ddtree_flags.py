@@ -48,6 +48,11 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(speculative_ddtree_max_depth=16), "--speculative-ddtree-max-depth"),
     (dict(speculative_ddtree_oracle_rate=1.5), "--speculative-ddtree-oracle-rate"),
     (dict(speculative_ddtree_gdn_mode="chunked"), "--speculative-ddtree-gdn-mode"),
+    (dict(speculative_ddtree_budget="big"), "--speculative-ddtree-budget"),
+    (dict(speculative_ddtree_budget="auto"), "--speculative-ddtree-step-cost"),
+    (dict(speculative_ddtree_budget="auto", speculative_ddtree_step_cost="/nonexistent.json"),
+     "--speculative-ddtree-step-cost"),
+    (dict(speculative_ddtree_budget=16, speculative_ddtree_step_cost="/tmp/x.json"), "--speculative-ddtree-step-cost"),
     (dict(page_size=2), "--page-size"),
     (dict(pp_size=2), "--pp-size"),
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
@@ -109,5 +114,19 @@ def test_cli_has_the_flags(server_args_cls):
     p = argparse.ArgumentParser()
     server_args_cls.add_cli_args(p)
     ns = p.parse_args(["--model-path", "m", "--speculative-ddtree-budget", "64", "--speculative-ddtree-topk", "4"])
-    assert ns.speculative_ddtree_budget == 64 and ns.speculative_ddtree_topk == 4
+    # The budget parses as text ("64" or "auto"); launch validation makes it an integer.
+    assert ns.speculative_ddtree_budget == "64" and ns.speculative_ddtree_topk == 4
+    assert p.parse_args(["--model-path", "m", "--speculative-ddtree-budget", "auto"]).speculative_ddtree_budget == "auto"
+    assert "--speculative-ddtree-step-cost" in p.format_help()
     assert "--speculative-ddtree-max-depth" in p.format_help()
+
+
+def test_budget_auto_takes_the_tables_largest_budget(server_args_cls, tmp_path):
+    import json
+
+    table = tmp_path / "sc.json"
+    table.write_text(json.dumps({"rows": [
+        {"config": c, "concurrency": 1, "ms_per_step": 1.0} for c in ("DFLASH", "DDTREE-chain", "DDTREE-8", "DDTREE-24")]}))
+    a = _args(server_args_cls, speculative_ddtree_budget="auto", speculative_ddtree_step_cost=str(table))
+    assert a.speculative_ddtree_budget == 24 and a.speculative_num_draft_tokens == 25  # the verify width
+    assert _args(server_args_cls, speculative_ddtree_budget="12").speculative_ddtree_budget == 12  # CLI strings

@@ -229,3 +229,27 @@ def test_structured_output_request_fails_alone(reference):
     finally:
         engine.shutdown()
     assert _ids(before) == _ids(after) == reference["after"]
+
+
+def test_budget_auto_switches_per_step_and_stays_lossless(batches, reference, tmp_path):
+    """--speculative-ddtree-budget auto with a step-cost table where the 32-node tree is cheapest
+    alone and the chain cheapest at 4 requests: steps use both (and narrower verify windows
+    than the reserved one), output stays identical, no KV slot leaks (STRICT)."""
+    rows = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0), ("DDTREE-8", 4, 5.0),
+            ("DDTREE-chain", 1, 5.0), ("DDTREE-chain", 4, 1.0)]
+    table = tmp_path / "step_cost.json"
+    table.write_text(json.dumps({"rows": [dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in rows]}))
+    info = []
+    spec = dict(_ddtree(budget="auto", topk=8), speculative_ddtree_step_cost=str(table))
+    single = (PROMPTS[:1], _greedy(N))
+    runs, after = _run([batches["mixed"], single, batches["lens"]], info_out=info, **spec)
+    assert _ids(runs[0]) == reference["mixed"]
+    assert _ids(runs[1]) == reference["mixed"][:1]
+    assert _ids(runs[2]) == reference["lens"]
+    assert _ids(after) == reference["after"]
+    pol = info[0]["internal_states"][0]["ddtree"]["budget_policy"]
+    assert pol["budgets"] == [8, 32] and pol["chain"] is True
+    used = pol["steps_by_choice"]
+    assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
+    for o in runs[0]:
+        assert o["meta_info"]["ddtree_budget"] == "auto"

@@ -1,0 +1,182 @@
+"""``--speculative-ddtree-budget auto``: the tree budget per step from the batch size.
+
+Each step picks the candidate with the most expected tokens per millisecond,
+
+    value(c, bs) = (E[accepted drafts | c] + 1) / ms(c, bs),
+
+over the DDTREE budgets of a measured step-cost table (``benchmark/ddtree/step_cost.py`` output:
+ms per step per configuration and concurrency) and the chain (its ``DDTREE-chain`` row: the
+DDTREE step with top-k 1, i.e. the rank-0 candidate of every depth, as DFLASH drafts it, at
+DFLASH's verify width). The chain is the fallback when a tree does not pay at the current batch
+size. (Costs are those of steps through this worker: the ``DFLASH`` row is a different engine
+path and is not used.)
+
+The expected accepted drafts come from the running acceptance profile, which the verified trees
+give exactly for every smaller budget: DDTree trees are prefix-closed in best-first order (node
+``i`` of a budget-``B`` tree is verify position ``i + 1``, and a node's position is larger than
+its parent's), so the budget-``b`` tree is the first ``b`` nodes, and the path it would have
+accepted is the leading part of the accepted path whose positions are ``<= b``. Budgets larger
+than the one verified are unknown; the policy verifies the largest candidate when any
+candidate has no estimate yet, and again every ``refresh_every`` steps, so the profile follows
+the traffic. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
+as the lower bound they are).
+
+Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
+tree is built and :meth:`BudgetPolicy.record` after acceptance.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+
+CHAIN = "chain"
+Choice = Union[int, str]  # a DDTREE budget, or CHAIN
+
+
+@dataclass
+class StepCostTable:
+    """ms per step: ``ms[config][concurrency]``, configs ``"DDTREE-<budget>"`` and ``"DDTREE-chain"``."""
+
+    ms: Dict[str, Dict[int, float]]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict]) -> "StepCostTable":
+        ms: Dict[str, Dict[int, float]] = {}
+        for r in rows:
+            ms.setdefault(str(r["config"]), {})[int(r["concurrency"])] = float(r["ms_per_step"])
+        return cls(ms)
+
+    @classmethod
+    def from_json(cls, path: Union[str, Path]) -> "StepCostTable":
+        d = json.loads(Path(path).read_text())
+        return cls.from_rows(d["rows"] if isinstance(d, dict) else d)
+
+    def budgets(self) -> List[int]:
+        return sorted(int(c.split("-", 1)[1]) for c in self.ms
+                      if c.startswith("DDTREE-") and c.split("-", 1)[1].isdigit())
+
+    def has_chain(self) -> bool:
+        return "DDTREE-chain" in self.ms
+
+    def cost(self, choice: Choice, bs: int) -> float:
+        """ms per step at batch size ``bs``: linear between measured concurrencies, flat
+        outside them."""
+        pts = sorted(self.ms[f"DDTREE-{choice}"].items())
+        xs = [c for c, _ in pts]
+        if bs <= xs[0]:
+            return pts[0][1]
+        if bs >= xs[-1]:
+            return pts[-1][1]
+        i = bisect_left(xs, bs)
+        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        return y0 + (y1 - y0) * (bs - x0) / (x1 - x0)
+
+
+@dataclass
+class BudgetPolicy:
+    """Per-step choice among ``budgets`` (ascending) and, if ``chain``, the DFLASH chain."""
+
+    table: StepCostTable
+    decay: float = 0.98  # weight of the old estimate per recorded request-step
+    refresh_every: int = 64
+    # Steps between host reads of the device-side sums (the profile lags by at most this many
+    # steps; no host sync in the other steps).
+    flush_every: int = 8
+    budgets: List[int] = field(default_factory=list)
+    chain: bool = True
+    steps: int = 0
+    _mean: Dict[Choice, float] = field(default_factory=dict)
+    _sums: Optional[torch.Tensor] = None  # [2, candidates]: accepted drafts, request-steps
+    _pending: int = 0
+
+    def __post_init__(self):
+        self.budgets = sorted(self.budgets or self.table.budgets())
+        if not self.budgets:
+            raise ValueError("the step-cost table has no DDTREE-<budget> rows")
+        self.chain = self.chain and self.table.has_chain()
+
+    @property
+    def max_budget(self) -> int:
+        return self.budgets[-1]
+
+    def candidates(self) -> List[Choice]:
+        return ([CHAIN] if self.chain else []) + list(self.budgets)
+
+    def expected(self, choice: Choice) -> Optional[float]:
+        """Running mean of accepted drafts per request-step (None: never observed)."""
+        return self._mean.get(choice)
+
+    def choose(self, bs: int) -> Choice:
+        """The candidate with the most expected tokens per ms at batch size ``bs``; the largest
+        budget while any candidate lacks an estimate and every ``refresh_every`` steps."""
+        self.steps += 1
+        if any(self.expected(c) is None for c in self.candidates()) or self.steps % self.refresh_every == 0:
+            return self.max_budget
+        return max(self.candidates(), key=lambda c: ((self.expected(c) + 1.0) / self.table.cost(c, bs),
+                                                     -self.candidates().index(c)))
+
+    def record(self, verified: Choice, accepted: torch.Tensor, accept_len: torch.Tensor,
+               chain_accept: Optional[torch.Tensor] = None) -> None:
+        """Update the profile from one step (device tensors; read back every ``flush_every``
+        steps). ``accepted [bs, P]`` verify positions of the accepted path (root first, -1
+        padded), ``accept_len [bs]``; ``chain_accept [bs]`` what the chain would have accepted
+        (shadow_chain), when known."""
+        bs = accepted.shape[0]
+        if bs == 0:
+            return
+        dev = accepted.device
+        cands = self.candidates()
+        if self._sums is None or self._sums.device != dev:
+            self._sums = torch.zeros(2, len(cands), dtype=torch.float64, device=dev)
+        add = torch.zeros(2, len(cands), dtype=torch.float64, device=dev)
+        if verified == CHAIN:
+            # A chain step says nothing about trees; it is the chain's own acceptance.
+            add[0, 0] = accept_len.sum()
+            add[1, 0] = bs
+        else:
+            t = torch.arange(accepted.shape[1], device=dev).expand_as(accepted)
+            on_path = (t >= 1) & (t <= accept_len.unsqueeze(1))
+            off = 1 if self.chain else 0
+            budgets = torch.tensor(self.budgets, device=dev)
+            # The budget-b tree holds positions 1..b: its accepted path is the leading part of
+            # this one inside it (positions grow along a path). Only budgets <= the verified one.
+            inside = (on_path.unsqueeze(0) & (accepted.unsqueeze(0) <= budgets.view(-1, 1, 1))).sum((1, 2))
+            known = budgets <= int(verified)
+            add[0, off:] = torch.where(known, inside.double(), 0.0)
+            add[1, off:] = known.double() * bs
+            if self.chain and chain_accept is not None:
+                add[0, 0] = chain_accept.sum()
+                add[1, 0] = bs
+        self._sums += add
+        self._pending += 1
+        if self._pending >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Fold the device-side sums into the host estimates (one device read)."""
+        if self._sums is None or not self._pending:
+            return
+        sums, counts = self._sums.tolist()
+        for c, total, n in zip(self.candidates(), sums, counts):
+            if n > 0:
+                self._update(c, total / n, int(n))
+        self._sums.zero_()
+        self._pending = 0
+
+    def _update(self, c: Choice, value: float, weight: int) -> None:
+        old = self._mean.get(c)
+        if old is None:
+            self._mean[c] = value
+        else:
+            w = self.decay ** weight
+            self._mean[c] = w * old + (1 - w) * value
+
+    def snapshot(self) -> dict:
+        return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain,
+                "expected_accepted": {str(k): round(v, 4) for k, v in self._mean.items()}}

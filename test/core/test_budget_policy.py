@@ -1,0 +1,77 @@
+"""core/budget_policy.py: step-cost interpolation; the acceptance profile is exact for every
+budget up to the verified one (prefix-closed best-first trees); the choice maximises expected
+tokens per ms, explores the largest budget while anything is unknown and periodically, and
+falls back to the chain when trees do not pay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
+
+
+def _table(rows):
+    return StepCostTable.from_rows([dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in rows])
+
+
+def test_cost_interpolates_between_concurrencies_and_is_flat_outside():
+    t = _table([("DDTREE-32", 1, 10.0), ("DDTREE-32", 4, 16.0), ("DDTREE-chain", 1, 8.0)])
+    assert t.cost(32, 1) == 10.0 and t.cost(32, 4) == 16.0
+    assert t.cost(32, 2) == pytest.approx(12.0)
+    assert t.cost(32, 64) == 16.0 and t.cost(CHAIN, 7) == 8.0
+    assert t.budgets() == [32] and t.has_chain()
+
+
+def test_profile_is_exact_for_smaller_budgets_and_silent_for_larger():
+    p = BudgetPolicy(_table([(f"DDTREE-{b}", 1, 1.0) for b in (8, 16, 32)]), chain=False, flush_every=1)
+    # Request 0 accepted positions 0 -> 3 -> 12 -> 20 (3 drafts); request 1 positions 0 -> 5 (1 draft).
+    accepted = torch.tensor([[0, 3, 12, 20, -1], [0, 5, -1, -1, -1]])
+    accept_len = torch.tensor([3, 1])
+    p.record(16, accepted, accept_len)
+    # Budget 8 holds positions 1..8: request 0 keeps 1 draft (position 3), request 1 keeps 1.
+    assert p.expected(8) == pytest.approx(1.0)
+    # Budget 16: request 0 keeps 2 (3, 12), request 1 keeps 1.
+    assert p.expected(16) == pytest.approx(1.5)
+    assert p.expected(32) is None  # never verified that large
+
+
+def test_choice_explores_then_picks_the_best_tokens_per_ms():
+    t = _table([("DDTREE-8", 1, 10.0), ("DDTREE-8", 16, 12.0), ("DDTREE-64", 1, 12.0), ("DDTREE-64", 16, 60.0),
+                ("DDTREE-chain", 1, 9.0), ("DDTREE-chain", 16, 10.0)])
+    p = BudgetPolicy(t, refresh_every=1000, flush_every=1)
+    assert p.choose(1) == 64  # nothing known yet: verify the largest budget
+    deep = torch.tensor([[0, 2, 5, 30, 40, -1]])  # 4 drafts, two of them inside budget 8
+    p.record(64, deep, torch.tensor([4]), chain_accept=torch.tensor([1]))
+    assert (p.expected(8), p.expected(64), p.expected(CHAIN)) == (2.0, 4.0, 1.0)
+    # bs 1: 64 gives 5 / 12, 8 gives 3 / 10, chain 2 / 9 -> the big tree.
+    assert p.choose(1) == 64
+    # bs 16: 64 costs 60 ms -> 5 / 60; 8 gives 3 / 12 -> budget 8.
+    assert p.choose(16) == 8
+    # If the trees accept nothing beyond the chain, the chain's lower cost wins.
+    p._mean.update({8: 1.0, 64: 1.0, CHAIN: 1.0})
+    assert p.choose(16) == CHAIN
+
+
+def test_refresh_and_chain_steps():
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
+    p = BudgetPolicy(t, refresh_every=3, flush_every=1)
+    p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})
+    assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 32, CHAIN, CHAIN, 32]
+    p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only
+    assert p.expected(CHAIN) == pytest.approx(0.98 * 5.0 + 0.02 * 2.0) and p.expected(8) == 1.0
+
+
+def test_a_table_without_trees_is_refused():
+    with pytest.raises(ValueError, match="DDTREE-<budget>"):
+        BudgetPolicy(_table([("DFLASH", 1, 1.0)]))
+
+
+def test_device_sums_are_read_back_every_flush_every_steps():
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-16", 1, 2.0)])
+    p = BudgetPolicy(t, flush_every=2)
+    path = torch.tensor([[0, 3, 12, -1]])
+    p.record(16, path, torch.tensor([2]))
+    assert p.expected(16) is None  # not read back yet
+    p.record(16, path, torch.tensor([2]))
+    assert (p.expected(8), p.expected(16)) == (1.0, 2.0)
