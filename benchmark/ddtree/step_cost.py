@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -56,21 +57,26 @@ def memory_bandwidth_gbs(gib: float = 2.0) -> float:
     return 2 * n * 2 / statistics.median(ts[2:]) / 1e9
 
 
-def spec_kwargs(cfg: str, drafter: str) -> dict:
+def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dict:
     if cfg == "no-spec":
         return {}
     base = dict(speculative_draft_model_path=drafter, speculative_draft_load_format="dummy")
     if cfg == "DFLASH":
         return dict(base, speculative_algorithm="DFLASH")
+    if cfg == "DDTREE-auto":  # the budget policy over this sweep's own table (rows measured before it)
+        if not auto_table:
+            raise ValueError("DDTREE-auto needs the sweep's table: list it after the DDTREE-<budget> configurations")
+        return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget="auto",
+                    speculative_ddtree_step_cost=auto_table)
     if cfg == "DDTREE-chain":  # the chain through DDTREE's worker: the budget policy's fallback
         return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=15, speculative_ddtree_topk=1)
     if cfg.startswith("DDTREE-"):
         return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=int(cfg.split("-", 1)[1]))
-    raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-chain, DDTREE-<budget>)")
+    raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-chain, DDTREE-<budget>, DDTREE-auto)")
 
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
-            vocab: int, extra: dict, ddtree_extra: dict) -> list:
+            vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None) -> list:
     import random
 
     import sglang as sgl
@@ -84,11 +90,12 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
         kw["cuda_graph_max_bs_decode"] = max(concurrency)
     else:
         kw.update(disable_overlap_schedule=True, max_total_tokens=16384)
-    kw.update(spec_kwargs(cfg, drafter))
+    kw.update(spec_kwargs(cfg, drafter, auto_table))
     kw.update(extra)
     if cfg.startswith("DDTREE"):
         kw.update(ddtree_extra)
-        kw.update({k: v for k, v in spec_kwargs(cfg, drafter).items() if cfg == "DDTREE-chain"})  # stays a chain
+        if cfg == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
+            kw.update(spec_kwargs(cfg, drafter))
     rng = random.Random(0)
     rows = []
     t0 = time.time()
@@ -148,6 +155,7 @@ def main() -> int:
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--auto-table", help=argparse.SUPPRESS)  # the parent's --out, for DDTREE-auto
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     import torch
@@ -172,7 +180,7 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra)
+                       ddtree_extra, a.auto_table)
         a.out.write_text(json.dumps(rows))
         return 0
     rows = []
@@ -193,7 +201,8 @@ def main() -> int:
             argv = argv[:i] + argv[j:]
         i = argv.index("--out")
         argv = argv[:i] + argv[i + 2:]
-        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--configs", cfg, "--out", str(one), "--child"]
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--configs", cfg, "--out", str(one), "--child",
+               "--auto-table", str(a.out.resolve())]
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
         except subprocess.TimeoutExpired:

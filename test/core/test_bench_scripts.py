@@ -35,19 +35,21 @@ def test_bench_gdn_tree_smoke(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """Each configuration in its own process; DDTREE-only arguments reach DDTREE only (a DDTREE
-    flag given to the no-spec engine would fail its launch)."""
+    flag given to the no-spec engine would fail its launch); DDTREE-auto serves with the budget
+    policy over the sweep's own table."""
     from sglang_ddtree import tiny_models
 
     out = tmp_path / "sc.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
                         "--target-path", str(tiny_models.model_path("llama")),
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
-                        "--configs", "no-spec", "DDTREE-8", "--concurrency", "1", "--decode-tokens", "4",
+                        "--configs", "no-spec", "DDTREE-8", "DDTREE-auto", "--concurrency", "1", "--decode-tokens", "4",
                         "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     d = json.loads(out.read_text())
     assert "failed" not in d["meta"], d["meta"]
-    assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [("no-spec", 1), ("DDTREE-8", 1)]
+    # DDTREE-auto runs the budget policy over the rows measured before it (its table is this sweep's).
+    assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [("no-spec", 1), ("DDTREE-8", 1), ("DDTREE-auto", 1)]
     assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
