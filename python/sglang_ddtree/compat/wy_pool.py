@@ -15,9 +15,10 @@ speculative state object, which its other code expects):
 - ``KVCacheConfigurator._handle_max_mamba_cache``: the same value while it reserves memory.
 
 The one-position scratch is only safe because nothing runs sglang's per-node GDN verify in wy
-mode: the tree verify goes through our kernels, and the target's own verify CUDA graph, which
-would run sglang's kernels at capture, is not captured (below; the developer preview of tree
-verify graphs is rejected with wy at launch, ``server_args.validate_ddtree_args``).
+mode: the eager tree verify goes through our kernels, the target's verify CUDA graph is not
+captured while the verify is eager (below), and with the graph preview its capture runs our
+kernels too (compat/verify_graph.py). The cross-check (``SGLANG_DDTREE_WY_CHECK``), which does
+run sglang's verify, keeps the full scratch.
 
 Target verify graphs: DDTREE's tree verify runs eagerly unless the developer preview
 ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1`` is on (``registration._no_graph_for_tree_verify``), so the
