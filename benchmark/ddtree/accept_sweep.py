@@ -119,6 +119,7 @@ def main() -> int:
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--chain", action="store_true", help="also DDTREE-chain (top-k 1, budget 15)")
+    ap.add_argument("--only", nargs="*", help="run only these configurations (no-spec, the reference, always runs)")
     ap.add_argument("--auto-step-cost", type=Path,
                     help="also DDTREE-auto (--speculative-ddtree-budget auto) with this step_cost.py table")
     ap.add_argument("--out", type=Path, required=True, help="JSON; the .md table and .png plot go beside it")
@@ -148,6 +149,8 @@ def main() -> int:
         configs["DDTREE-auto"] = dict(speculative_algorithm="DDTREE", speculative_draft_model_path=draft,
                                       speculative_ddtree_budget="auto",
                                       speculative_ddtree_step_cost=str(a.auto_step_cost))
+    if a.only:
+        configs = {k: v for k, v in configs.items() if k == "no-spec" or k in a.only}
     rows, ref = {}, None
     for cfg, spec in configs.items():
         outs, wall = _serve(target, prompts, a.max_new_tokens, **spec)
@@ -168,7 +171,7 @@ def main() -> int:
         f"| {cfg} | {r['wall_s']:.1f} | {r['tokens_per_s']:.1f} |\n" for cfg, r in rows.items())
     a.out.with_suffix(".md").write_text(md)
     print(md)
-    if _plot(rows, a.sets, a.budgets, a.out.with_suffix(".png")):
+    if not a.only and _plot(rows, a.sets, a.budgets, a.out.with_suffix(".png")):
         print(f"[accept_sweep] plot: {a.out.with_suffix('.png')}")
     return 0 if all(r["identical_to_no_spec"] for r in rows.values()) else 1
 

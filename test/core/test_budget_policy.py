@@ -71,7 +71,11 @@ def test_device_sums_are_read_back_every_flush_every_steps():
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-16", 1, 2.0)])
     p = BudgetPolicy(t, flush_every=2)
     path = torch.tensor([[0, 3, 12, -1]])
-    p.record(16, path, torch.tensor([2]))
-    assert p.expected(16) is None  # not read back yet
+    # The first step is read back at once: until every candidate has an estimate the policy
+    # verifies the largest (dearest) budget, so it must not wait flush_every steps.
     p.record(16, path, torch.tensor([2]))
     assert (p.expected(8), p.expected(16)) == (1.0, 2.0)
+    p.record(16, torch.tensor([[0, 3, 5, -1]]), torch.tensor([2]))
+    assert p.expected(8) == 1.0  # now estimates exist: read back every 2nd step
+    p.record(16, torch.tensor([[0, 3, 5, -1]]), torch.tensor([2]))
+    assert p.expected(8) > 1.0

@@ -155,7 +155,9 @@ class BudgetPolicy:
                 add[1, 0] = bs
         self._sums += add
         self._pending += 1
-        if self._pending >= self.flush_every:
+        # While a candidate has no estimate the policy keeps verifying the largest budget (the
+        # most expensive step): read back at once rather than after flush_every such steps.
+        if self._pending >= self.flush_every or any(self.expected(c) is None for c in cands):
             self.flush()
 
     def flush(self) -> None:
