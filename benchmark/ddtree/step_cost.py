@@ -192,17 +192,9 @@ def main() -> int:
         # Each configuration in its own process: a scheduler that dies (e.g. out of memory at a
         # size that does not fit) signals its parent, which must not take the sweep down.
         one = a.out.with_name(f"{a.out.stem}.{cfg}.json")
-        argv = [x for x in sys.argv[1:] if x != "--child"]
-        i = argv.index("--configs") if "--configs" in argv else None
-        if i is not None:  # drop the list given for the sweep
-            j = i + 1
-            while j < len(argv) and not argv[j].startswith("--"):
-                j += 1
-            argv = argv[:i] + argv[j:]
-        i = argv.index("--out")
-        argv = argv[:i] + argv[i + 2:]
-        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--configs", cfg, "--out", str(one), "--child",
-               "--auto-table", str(a.out.resolve())]
+        # The sweep's own arguments, then this configuration's: argparse keeps the last value.
+        cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--configs", cfg, "--out", str(one),
+               "--child", "--auto-table", str(a.out.resolve())]
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
         except subprocess.TimeoutExpired:

@@ -188,12 +188,17 @@ def is_ddtree(server_args) -> bool:
     return str(getattr(server_args, "speculative_algorithm", None) or "").upper() == ALGORITHM
 
 
-def is_ddtree_server() -> bool:
-    """Whether this process serves DDTREE, from the server args the scheduler publishes before
-    it builds pools and graphs (False where none are published)."""
+def published_server_args():
+    """The server args the scheduler publishes before it builds pools and graphs (None where
+    none are published: not a serving process)."""
     from sglang.srt.runtime_context import get_server_args
 
     try:
-        return is_ddtree(get_server_args())
-    except ValueError:  # not published: not a serving process
-        return False
+        return get_server_args()
+    except ValueError:
+        return None
+
+
+def is_ddtree_server() -> bool:
+    """Whether this process serves DDTREE (from the published server args)."""
+    return is_ddtree(published_server_args())

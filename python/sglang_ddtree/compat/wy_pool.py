@@ -44,14 +44,9 @@ WY_SCRATCH_POSITIONS = 1
 
 def wy_server() -> bool:
     """Whether this process serves DDTREE with ``--speculative-ddtree-gdn-mode wy``."""
-    from sglang.srt.runtime_context import get_server_args
+    from ..server_args import is_ddtree, published_server_args
 
-    from ..server_args import is_ddtree
-
-    try:
-        sa = get_server_args()
-    except ValueError:  # not published: not a serving process
-        return False
+    sa = published_server_args()
     return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == "wy"
 
 

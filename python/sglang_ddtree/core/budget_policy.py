@@ -92,7 +92,9 @@ class BudgetPolicy:
     chain: bool = True
     steps: int = 0
     _mean: Dict[Choice, float] = field(default_factory=dict)
-    _sums: Optional[torch.Tensor] = None  # [2, candidates]: accepted drafts, request-steps
+    _sums: Optional[torch.Tensor] = None  # [candidates] accepted drafts since the last read-back (device)
+    _counts: List[int] = field(default_factory=list)  # request-steps behind each sum (host-known)
+    _budgets_dev: Optional[torch.Tensor] = None
     _pending: int = 0
 
     def __post_init__(self):
@@ -116,10 +118,11 @@ class BudgetPolicy:
         """The candidate with the most expected tokens per ms at batch size ``bs``; the largest
         budget while any candidate lacks an estimate and every ``refresh_every`` steps."""
         self.steps += 1
-        if any(self.expected(c) is None for c in self.candidates()) or self.steps % self.refresh_every == 0:
+        cands = self.candidates()
+        if any(self.expected(c) is None for c in cands) or self.steps % self.refresh_every == 0:
             return self.max_budget
-        return max(self.candidates(), key=lambda c: ((self.expected(c) + 1.0) / self.table.cost(c, bs),
-                                                     -self.candidates().index(c)))
+        # max keeps the first of equals: the chain, then the smaller budget.
+        return max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
 
     def record(self, verified: Choice, accepted: torch.Tensor, accept_len: torch.Tensor,
                chain_accept: Optional[torch.Tensor] = None) -> None:
@@ -133,27 +136,27 @@ class BudgetPolicy:
         dev = accepted.device
         cands = self.candidates()
         if self._sums is None or self._sums.device != dev:
-            self._sums = torch.zeros(2, len(cands), dtype=torch.float64, device=dev)
-        add = torch.zeros(2, len(cands), dtype=torch.float64, device=dev)
+            self._sums = torch.zeros(len(cands), dtype=torch.float64, device=dev)
+            self._counts = [0] * len(cands)
+            self._budgets_dev = torch.tensor(self.budgets, device=dev)
         if verified == CHAIN:
             # A chain step says nothing about trees; it is the chain's own acceptance.
-            add[0, 0] = accept_len.sum()
-            add[1, 0] = bs
+            self._sums[0] += accept_len.sum()
+            self._counts[0] += bs
         else:
             t = torch.arange(accepted.shape[1], device=dev).expand_as(accepted)
             on_path = (t >= 1) & (t <= accept_len.unsqueeze(1))
             off = 1 if self.chain else 0
-            budgets = torch.tensor(self.budgets, device=dev)
             # The budget-b tree holds positions 1..b: its accepted path is the leading part of
             # this one inside it (positions grow along a path). Only budgets <= the verified one.
-            inside = (on_path.unsqueeze(0) & (accepted.unsqueeze(0) <= budgets.view(-1, 1, 1))).sum((1, 2))
-            known = budgets <= int(verified)
-            add[0, off:] = torch.where(known, inside.double(), 0.0)
-            add[1, off:] = known.double() * bs
+            known = sum(1 for b in self.budgets if b <= int(verified))
+            inside = (on_path.unsqueeze(0) & (accepted.unsqueeze(0) <= self._budgets_dev[:known].view(-1, 1, 1)))
+            self._sums[off:off + known] += inside.sum((1, 2)).double()
+            for i in range(off, off + known):
+                self._counts[i] += bs
             if self.chain and chain_accept is not None:
-                add[0, 0] = chain_accept.sum()
-                add[1, 0] = bs
-        self._sums += add
+                self._sums[0] += chain_accept.sum()
+                self._counts[0] += bs
         self._pending += 1
         # While a candidate has no estimate the policy keeps verifying the largest budget (the
         # most expensive step): read back at once rather than after flush_every such steps.
@@ -164,11 +167,11 @@ class BudgetPolicy:
         """Fold the device-side sums into the host estimates (one device read)."""
         if self._sums is None or not self._pending:
             return
-        sums, counts = self._sums.tolist()
-        for c, total, n in zip(self.candidates(), sums, counts):
+        for c, total, n in zip(self.candidates(), self._sums.tolist(), self._counts):
             if n > 0:
-                self._update(c, total / n, int(n))
+                self._update(c, total / n, n)
         self._sums.zero_()
+        self._counts = [0] * len(self._counts)
         self._pending = 0
 
     def _update(self, c: Choice, value: float, weight: int) -> None:

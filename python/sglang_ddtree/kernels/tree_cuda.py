@@ -42,14 +42,13 @@ PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
 PREBUILT_ARCHS = "9.0;12.0"  # H200 (measured) and RTX PRO 6000 Blackwell (the user's host)
 
 
-def build_stamp(csrc: Path = None) -> dict:
+def build_stamp() -> dict:
     """What a prebuilt extension must match to be loaded: torch, its CUDA, the sources, flags."""
     import hashlib
 
-    csrc = csrc or _CSRC
     h = hashlib.sha256()
     for name in _SOURCES:
-        h.update(name.encode() + b"\0" + (csrc / name).read_bytes())
+        h.update(name.encode() + b"\0" + (_CSRC / name).read_bytes())
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "sources": h.hexdigest()[:16], "cflags": _CFLAGS}
 
 
@@ -63,8 +62,8 @@ def _load_prebuilt(directory: Path):
     libs = sorted(directory.glob(f"{_NAME}*.so"))
     if not stamp.exists() or not libs or not _CSRC.exists():
         return None
-    have = json.loads(stamp.read_text())
-    if {k: have.get(k) for k in build_stamp()} != build_stamp():
+    have, want = json.loads(stamp.read_text()), build_stamp()
+    if {k: have.get(k) for k in want} != want:
         return None
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
@@ -85,7 +84,6 @@ def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
     import tempfile
 
     import torch.utils.cpp_extension as ext
-    from torch.utils.cpp_extension import load
 
     out_dir.mkdir(parents=True, exist_ok=True)
     old = os.environ.get("TORCH_CUDA_ARCH_LIST")
@@ -99,8 +97,7 @@ def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
             break
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            load(name=_NAME, sources=[str(_CSRC / n) for n in _SOURCES], extra_cuda_cflags=_CFLAGS,
-                 build_directory=tmp, verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1")
+            _compile(tmp)
             lib = next(Path(tmp).glob(f"{_NAME}*.so"))
             for old_lib in out_dir.glob(f"{_NAME}*.so"):
                 old_lib.unlink()
@@ -116,10 +113,16 @@ def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
     return dest
 
 
-@functools.lru_cache(maxsize=1)
-def _load():
+def _compile(build_directory):
+    """JIT-compile (and import) the extension in ``build_directory`` for TORCH_CUDA_ARCH_LIST."""
     from torch.utils.cpp_extension import load
 
+    return load(name=_NAME, sources=[str(_CSRC / n) for n in _SOURCES], extra_cuda_cflags=_CFLAGS,
+                build_directory=str(build_directory), verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1")
+
+
+@functools.lru_cache(maxsize=1)
+def _load():
     from ..tiny_models import build_dir
 
     prebuilt = _load_prebuilt(Path(os.environ.get("SGLANG_DDTREE_PREBUILT_DIR", PREBUILT_DIR)))
@@ -127,21 +130,7 @@ def _load():
         return prebuilt
     out = build_dir().parent / "torch_ext" / "ddtree_tree"
     out.mkdir(parents=True, exist_ok=True)
-    return load(
-        name=_NAME,
-        sources=[str(_CSRC / n) for n in _SOURCES],
-        extra_cuda_cflags=_CFLAGS,
-        build_directory=str(out),
-        verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1",
-    )
-
-
-def loaded_from() -> str:
-    """Where the loaded extension came from ("prebuilt: PATH" or "jit: PATH"), for logs and tests."""
-    mod = _load()
-    path = str(getattr(mod, "__file__", "?"))
-    return ("prebuilt: " if Path(path).parent == Path(os.environ.get("SGLANG_DDTREE_PREBUILT_DIR", PREBUILT_DIR))
-            else "jit: ") + path
+    return _compile(out)
 
 
 def available() -> Optional[str]:
