@@ -48,3 +48,15 @@ def test_a_stale_prebuilt_is_not_loaded(prebuilt, tmp_path):
         (d / "sglang_ddtree_tree.json").write_text(json.dumps(dict(stamp, **{field: value})))
         assert tree_cuda._load_prebuilt(d) is None, field
     assert tree_cuda._load_prebuilt(tmp_path / "empty") is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or not __import__("os").environ.get("SGLANG_DDTREE_PREBUILT_DIR"),
+                    reason="needs a GPU and a prebuilt directory (scripts/gpu_run.sh sets it from the bundle)")
+def test_the_bundles_prebuilt_is_what_loads_on_this_gpu():
+    """On the GPU host the bundle's ahead-of-time build is used, not a JIT build (the kernel
+    tests beside this one then exercise it)."""
+    d = Path(__import__("os").environ["SGLANG_DDTREE_PREBUILT_DIR"])
+    mod = tree_cuda._load_prebuilt(d)
+    assert mod is not None, f"stamp in {d} does not match this torch/sources/GPU"
+    assert Path(tree_cuda._load().__file__).resolve().parent == d.resolve()
