@@ -131,6 +131,9 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             for r in rows:
                 r.update(max_total_num_tokens=st.get("max_total_num_tokens"),
                          max_running_requests=st.get("max_running_requests"))
+            dd = st.get("ddtree") or {}
+            if dd:  # whether the tree verify replayed CUDA graphs (totals over this engine's rows)
+                rows[-1].update(verify_cuda_graph_steps=dd.get("verify_cuda_graph_steps"), ddtree_steps=dd.get("steps"))
         except Exception as e:  # reported, never the reason a sweep stops
             rows[-1]["server_info_error"] = repr(e)
     finally:

@@ -98,6 +98,12 @@ CASES = {
     "ddtree15-qwen35-wy-check-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                         disable_radix_cache=True),
                                               {"oracle": "first", "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
+    # wy with overlap scheduling off, and one request at a time (session 5: every wy case chose
+    # the same wrong tokens; these separate scheduling and batching from the kernels' math).
+    "ddtree8-qwen35-wy-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                              disable_radix_cache=True, disable_overlap_schedule=True), {}),
+    "ddtree8-qwen35-wy-serial": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                           disable_radix_cache=True), {"serial": True}),
     "ddtree128-qwen35-wy-sync": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                            disable_radix_cache=True),
                                  {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),

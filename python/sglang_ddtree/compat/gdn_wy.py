@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -56,6 +56,9 @@ class WyVerifyState:
     saved: Dict[int, Tuple] = field(default_factory=dict)
     # (layer id, max |ours - sglang's|, max |sglang's|) per layer, under the cross-check.
     check: List[Tuple[int, float, float]] = field(default_factory=list)
+    # Under the cross-check: sglang's per-node scratch row of each request (its verify wrote
+    # every node's state there), to compare our committed state with the accepted node's.
+    check_rows: Optional[torch.Tensor] = None
 
     @classmethod
     def from_layout(cls, layout) -> "WyVerifyState":
@@ -109,12 +112,34 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
         logger.warning("DDTREE wy cross-check: %d layers, worst layer %d max|ours - sglang| %.3e (max|sglang| %.3e)",
                        len(wy.check), *worst)
         wy.check.clear()
+    worst = None
     for layer, cache, slots, u, G, x in wy.saved.values():
         # The recurrent commit reads the committed conv state: before the conv commit.
         tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
                                layer.q_dim, layer.num_k_heads, accepted, accept_len)
         tree_conv_commit(x, cache.conv[0], slots, accepted, accept_len)
+        if wy.check_rows is not None:
+            d = _commit_check(cache, slots, wy.check_rows, accepted, accept_len)
+            if worst is None or d[0] / max(d[1], 1e-30) > worst[1] / max(worst[2], 1e-30):
+                worst = (layer.layer_id, *d)
+    if worst is not None:
+        logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
+                       "conv %.3e (max %.3e)", *worst)
     wy.saved.clear()
+
+
+def _commit_check(cache, slots, rows, accepted, accept_len) -> Tuple[float, float, float, float]:
+    """Our committed recurrent state and conv window of each request vs sglang's per-node
+    snapshot of the same accepted node (written by its verify, which ran beside ours)."""
+    last = accepted.gather(1, accept_len.long().unsqueeze(1)).squeeze(1).long()
+    rows = rows[: slots.shape[0]].long()
+    theirs_s = cache.intermediate_ssm[rows, last].float()
+    ours_s = cache.temporal[slots.long()].float()
+    theirs_c = cache.intermediate_conv_window[0][rows, last].float()
+    ours_c = cache.conv[0][slots.long()].float()
+    ours_c = ours_c.reshape(theirs_c.shape) if ours_c.shape != theirs_c.shape else ours_c
+    return ((ours_s - theirs_s).abs().max().item(), theirs_s.abs().max().item(),
+            (ours_c - theirs_c).abs().max().item(), theirs_c.abs().max().item())
 
 
 def _forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=None, k=None, v=None,
@@ -139,6 +164,7 @@ def _forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=
     if not torch.equal(cache.temporal[slots], ssm0):
         logger.warning("DDTREE wy cross-check: layer %d recurrent state changed during verify", layer.layer_id)
     cache.conv[0][slots] = conv0  # sglang's verify conv may roll the state in place
+    wy.check_rows = linear.verify_intermediate_state_indices
     diff = (ours.float().reshape(-1) - theirs.float().reshape(-1)).abs().max().item()
     wy.check.append((layer.layer_id, diff, theirs.float().abs().max().item()))
     return ours
