@@ -104,6 +104,17 @@ CASES = {
                                                               disable_radix_cache=True, disable_overlap_schedule=True), {}),
     "ddtree8-qwen35-wy-serial": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                            disable_radix_cache=True), {"serial": True}),
+    "ddtree8-qwen35-wy-check-ieee": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                               disable_radix_cache=True),
+                                     {"env": {"SGLANG_DDTREE_WY_CHECK": "1", "SGLANG_DDTREE_WY_PRECISION": "ieee"}}),
+    # CUDA-graph tree verify on the hybrid through sglang's per-node path at the budgets.
+    "ddtree8-qwen35-graphs": ("qwen35", lambda: _ddtree(8, "qwen35"), {
+        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree32-qwen35-graphs": ("qwen35", lambda: _ddtree(32, "qwen35"), {
+        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree128-qwen35-graphs": ("qwen35", lambda: _ddtree(128, "qwen35"), {
+        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+    "ddtree32-llama-graphs": ("llama", lambda: _ddtree(32), {"graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
     "ddtree128-qwen35-wy-sync": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                            disable_radix_cache=True),
                                  {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),
