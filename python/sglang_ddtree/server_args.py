@@ -137,7 +137,7 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
 
     if mode == "wy" and tree_verify_graphs_enabled() and wy_check_enabled():
         # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
-        raise ValueError(f"{CHECK_ENV}=1 needs the eager tree verify: unset {GRAPH_ENV} (or {CHECK_ENV}).")
+        raise ValueError(f"{CHECK_ENV}=1 needs the eager tree verify: set {GRAPH_ENV}=0 (or unset {CHECK_ENV}).")
 
 
 def _resolve_budget(server_args) -> None:

@@ -68,12 +68,11 @@ class DDTreeVerifyInput(DFlashVerifyInput):
     ddtree_wy: Optional[WyVerifyState] = None
 
     def prepare_for_verify(self, batch, target_worker):
-        """Like DFLASH's, but never replays the decode CUDA graph: sglang captures the
-        DFlash-family verify graph with ``custom_mask=None``, so a replay would silently drop
-        the tree mask. Eager verify until the tree-mask graph capture lands (the model
-        runner's own graph decision is guarded too: ``registration.register_graph_guards``);
-        the developer preview ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1`` (compat/verify_graph.py)
-        captures with the mask and prepares replays as DFLASH does."""
+        """DFLASH's preparation when the tree verify replays CUDA graphs (the default:
+        compat/verify_graph.py captures them with the tree mask; sglang's own DFlash-family
+        capture has ``custom_mask=None``). With ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0`` it never
+        replays (the model runner's graph decision is guarded too:
+        ``registration.register_graph_guards``) and the verify runs eagerly."""
         if tree_verify_graphs_enabled():
             return DFlashVerifyInput.prepare_for_verify(self, batch, target_worker)
         batch.input_ids = self.draft_token

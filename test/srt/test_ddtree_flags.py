@@ -73,12 +73,14 @@ def test_gdn_mode_wy_is_accepted(server_args_cls):
     assert b.speculative_ddtree_gdn_mode == "wy"
 
 
-def test_wy_cross_check_rejects_the_verify_graph_preview(server_args_cls, monkeypatch):
-    monkeypatch.setenv("SGLANG_DDTREE_VERIFY_CUDA_GRAPH", "1")
+def test_wy_cross_check_needs_the_eager_verify(server_args_cls, monkeypatch):
+    monkeypatch.delenv("SGLANG_DDTREE_VERIFY_CUDA_GRAPH", raising=False)  # graph verify: the default
     assert _args(server_args_cls, speculative_ddtree_gdn_mode="wy").speculative_ddtree_gdn_mode == "wy"
     monkeypatch.setenv("SGLANG_DDTREE_WY_CHECK", "1")
-    with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_CHECK"):
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0"):
         _args(server_args_cls, speculative_ddtree_gdn_mode="wy")
+    monkeypatch.setenv("SGLANG_DDTREE_VERIFY_CUDA_GRAPH", "0")
+    assert _args(server_args_cls, speculative_ddtree_gdn_mode="wy").speculative_ddtree_gdn_mode == "wy"
 
 
 def test_shadow_linear_is_accepted(server_args_cls):

@@ -1,6 +1,6 @@
 """GPU suite of the developer previews and known limits (marked gpu; skipped without CUDA), the
-same assertions as the smoke suite (``gpu_cases.assert_speculative``): CUDA-graph tree verify
-(``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1``, with a no-mask negative control that must mismatch),
+same assertions as the smoke suite (``gpu_cases.assert_speculative``): explicit CUDA-graph tree
+verify cases (the default now; with a no-mask negative control that must mismatch),
 ``--speculative-ddtree-gdn-mode wy`` (snapshot-free GatedDeltaNet kernels, and its diagnostics),
 budget 128 on the hybrid through sglang's per-node path. A case moves to the smoke suite when
 it passes here and its feature becomes a default.

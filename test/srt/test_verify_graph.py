@@ -30,11 +30,11 @@ def _spec():
     return types.SimpleNamespace(custom_mask=None, draft_token_num=17)
 
 
-def test_capture_gets_the_mask_buffer_only_with_the_preview(ddtree_server, monkeypatch):
-    monkeypatch.delenv(vg.GRAPH_ENV, raising=False)
+def test_capture_gets_the_mask_buffer_unless_turned_off(ddtree_server, monkeypatch):
+    monkeypatch.setenv(vg.GRAPH_ENV, "0")
     spec = _spec()
     assert vg._capture_with_mask(spec, _runner(), 17).custom_mask is None
-    monkeypatch.setenv(vg.GRAPH_ENV, "1")
+    monkeypatch.delenv(vg.GRAPH_ENV)  # the default: on
     runner = _runner()
     got = vg._capture_with_mask(spec, runner, 17)
     assert got.custom_mask is runner.buffers.custom_mask and got.draft_token_num == 17
@@ -52,14 +52,16 @@ def test_other_algorithms_are_left_alone(monkeypatch):
     assert vg._capture_with_mask(_spec(), _runner(), 17).custom_mask is None
 
 
-def test_graph_guard_follows_the_preview(monkeypatch):
+def test_graph_guard_follows_the_switch(monkeypatch):
     from sglang_ddtree.registration import _no_graph_for_tree_verify
     from sglang_ddtree.worker import DDTreeVerifyInput
 
     fb = types.SimpleNamespace(spec_info=object.__new__(DDTreeVerifyInput))
     original = lambda self, forward_batch: "sglang decides"  # noqa: E731
-    monkeypatch.delenv(vg.GRAPH_ENV, raising=False)
+    monkeypatch.setenv(vg.GRAPH_ENV, "0")
     assert _no_graph_for_tree_verify(original, None, fb) is False
+    monkeypatch.delenv(vg.GRAPH_ENV)  # the default: on
+    assert _no_graph_for_tree_verify(original, None, fb) == "sglang decides"
     monkeypatch.setenv(vg.GRAPH_ENV, "1")
     assert _no_graph_for_tree_verify(original, None, fb) == "sglang decides"
 

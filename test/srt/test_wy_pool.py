@@ -49,12 +49,12 @@ def test_target_verify_graphs_are_not_captured_while_verify_is_eager(monkeypatch
     _serve(monkeypatch, "DDTREE", "snapshot")
     cap = lambda self, capture_decode_cuda_graph=True: capture_decode_cuda_graph  # noqa: E731
     target, drafter = types.SimpleNamespace(is_draft_worker=False), types.SimpleNamespace(is_draft_worker=True)
-    monkeypatch.delenv(vg.GRAPH_ENV, raising=False)
+    monkeypatch.setenv(vg.GRAPH_ENV, "0")  # eager tree verify: never replayed, not captured
     assert wy_pool._init_cuda_graphs(cap, target) is False
     assert wy_pool._init_cuda_graphs(cap, target, True) is False
     assert wy_pool._init_cuda_graphs(cap, drafter) is True
-    monkeypatch.setenv(vg.GRAPH_ENV, "1")  # the preview replays them: captured
+    monkeypatch.delenv(vg.GRAPH_ENV)  # the default graph verify replays them: captured
     assert wy_pool._init_cuda_graphs(cap, target) is True
-    monkeypatch.delenv(vg.GRAPH_ENV)
+    monkeypatch.setenv(vg.GRAPH_ENV, "0")
     _serve(monkeypatch, "DFLASH", None)
     assert wy_pool._init_cuda_graphs(cap, target) is True

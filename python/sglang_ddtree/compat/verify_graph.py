@@ -1,10 +1,11 @@
-"""CUDA-graph replay of the DDTREE tree verify, with the tree mask (developer preview).
+"""CUDA-graph replay of the DDTREE tree verify, with the tree mask (on by default).
 
 sglang 0.5.17 captures the DFlash-family target-verify graph with ``custom_mask=None`` for the
 triton / flashinfer / fa3 backends (``resolve_dflash_verify_mask_policy``: a chain needs no
 mask), so the captured attention kernels are the causal ones and a replay would drop a tree's
-mask silently. Until this path is verified on a GPU, DDTREE verifies run eagerly
-(``registration._no_graph_for_tree_verify``). With ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1``:
+mask silently. So, for DDTREE (verified on the H200 for the Llama and the hybrid target at
+budgets 8/16/32/128, RESULTS.md session 5; ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0`` turns it off and
+DDTREE verifies run eagerly, ``registration._no_graph_for_tree_verify``):
 
 - the target's capture-time verify input carries the runner's mask buffer (hook below), so the
   captured kernels read a mask, and sglang's replay copies each step's
@@ -18,7 +19,7 @@ negative control of the GPU test that shows the mask is really applied (it must 
 Hybrid targets in ``--speculative-ddtree-gdn-mode snapshot``: sglang's linear backend in tree
 mode (compat/hybrid_tree.py raises its top-k) captures its per-node kernels with static
 first-child / next-sibling buffers per batch size and copies each step's links into them before
-a replay (as for EAGLE trees), so the replay follows the step's tree. Not yet run on a GPU.
+a replay (as for EAGLE trees), so the replay follows the step's tree.
 
 Hybrid targets in ``--speculative-ddtree-gdn-mode wy``: the GatedDeltaNet layers of the
 captured verify run our tree kernels (compat/gdn_wy.py), so the capture-time verify input also
@@ -42,7 +43,9 @@ _TARGET = "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaG
 
 
 def tree_verify_graphs_enabled() -> bool:
-    return os.environ.get(GRAPH_ENV) == "1"
+    """On unless ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0`` (``--disable-cuda-graph`` turns off every
+    graph, this one included)."""
+    return os.environ.get(GRAPH_ENV, "1") != "0"
 
 
 _LOAD = "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaGraphRunner.load_batch"
@@ -98,7 +101,7 @@ def stage_wy_replay(runner, step_wy) -> None:
     if static is None:
         raise RuntimeError(
             f"DDTREE wy: no tree verify graph captured for batch size {runner.bs} with the wy kernels "
-            "(was the target's verify graph captured with SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1?)")
+            "(was it captured with SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0, i.e. not captured for DDTREE?)")
     n = step_wy.parent.shape[0]
     static.parent[:n].copy_(step_wy.parent)
     static.anc[:n].copy_(step_wy.anc)

@@ -16,15 +16,14 @@ speculative state object, which its other code expects):
 
 The one-position scratch is only safe because nothing runs sglang's per-node GDN verify in wy
 mode: the eager tree verify goes through our kernels, the target's verify CUDA graph is not
-captured while the verify is eager (below), and with the graph preview its capture runs our
+captured while the verify is eager (below), and with the graph verify (default) its capture runs our
 kernels too (compat/verify_graph.py). The cross-check (``SGLANG_DDTREE_WY_CHECK``), which does
 run sglang's verify, keeps the full scratch.
 
-Target verify graphs: DDTREE's tree verify runs eagerly unless the developer preview
-``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=1`` is on (``registration._no_graph_for_tree_verify``), so the
-target's decode/verify graphs sglang captures for the DFlash family are never replayed; skipping
-their capture saves start-up time and graph memory in both GDN modes (the drafter's graphs are
-captured as before).
+Target verify graphs: with ``SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0`` DDTREE's tree verify runs
+eagerly (``registration._no_graph_for_tree_verify``), so the target's decode/verify graphs sglang
+captures for the DFlash family would never be replayed; their capture is then skipped (start-up
+time and graph memory, both GDN modes; the drafter's graphs are captured as before).
 """
 
 from __future__ import annotations
