@@ -200,6 +200,37 @@ def test_tree_gdn_rejects_bad_shapes(kern):
 # ----------------------------------------------------------------------------- conv
 
 
+@kernels_here
+def test_bf16_tree_conv_rounds_products_as_sglang_does(kern):
+    """bf16 inputs: each tap's product is rounded to bf16 before the fp32 sum (sglang's
+    causal_conv1d_update multiplies its unwidened bf16 loads, and the plain decode uses it), so
+    the outputs equal the float64 reference with rounded products, bf16-rounded, in all but a
+    few elements (fp32 vs float64 summation), each at most one ulp off. The same reference with
+    exact products differs in far more elements: the check can tell the two roundings apart."""
+    C, W, n = 64, 4, 23
+    trees = _trees(n)
+    bs = len(trees)
+    bf = torch.bfloat16
+    x = torch.randn(bs * n, C).to(bf)
+    weight = (torch.randn(C, W) * 0.5).to(bf)
+    pool = torch.randn(5, C, W - 1).to(bf)  # window-fastest, as sglang 0.5.17 allocates it
+    slots = torch.tensor([2, 4, 0, 3])
+    parents = torch.stack([t[0] for t in trees])
+    out = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV)).cpu().float()
+
+    def ref(round_products):
+        return torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, None, pool[slots[r]],
+                                                            parents[r], round_products=round_products)
+                          for r in range(bs)]).to(bf).float()
+
+    want, exact = ref(True), ref(False)
+    assert not torch.isnan(out).any()
+    off = (out != want).float().mean().item()
+    assert off <= 2e-3, off
+    assert ((out - want).abs() <= torch.finfo(bf).eps * want.abs() * 1.01).all()
+    assert (exact != want).float().mean().item() > 10 * max(off, 1e-3)
+
+
 @pytest.mark.parametrize("n", [16, 37])
 @kernels_here
 def test_tree_conv_and_commit_match_path_reference(kern, n):
@@ -382,7 +413,7 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
     ref_o, ref_states = [], []
     for r in range(bs):
         sl = slice(r * n, (r + 1) * n)
-        y = gdn_tree.conv_tree_path_reference(x[sl], w, None, conv_pool[slots[r]], parents[r])
+        y = gdn_tree.conv_tree_path_reference(x[sl], w, None, conv_pool[slots[r]], parents[r], round_products=True)
         q, k, v = torch.split(y, [H * K, H * K, HV * V], dim=-1)
         qn, kn = q.view(n, H, K), k.view(n, H, K)
         qn = qn / torch.sqrt((qn ** 2).sum(-1, keepdim=True) + 1e-6)

@@ -137,19 +137,29 @@ def gdn_commit_state(k, u, G, path: torch.Tensor, S0, dtype=torch.float32):
 # ----------------------------------------------------------------------------- short conv
 
 
-def conv_tree_path_reference(x, weight, bias, conv_state, parent, activation: bool = True):
+def conv_tree_path_reference(x, weight, bias, conv_state, parent, activation: bool = True,
+                             round_products: bool = False):
     """Ground truth for the depthwise causal conv on a tree, float64, path by path.
 
     x ``[N, C]`` node inputs; weight ``[C, W]``; bias ``[C]`` or None; conv_state ``[C, W-1]``
-    (oldest first). Returns ``[N, C]``.
+    (oldest first). Returns ``[N, C]``. ``round_products``: each product is rounded to its
+    operands' promoted dtype before the (float64) sum, as sglang's conv kernel rounds it (its
+    bf16 loads are multiplied unwidened); the engine's greedy output follows that rounding.
     """
     n, c = x.shape
     w = weight.shape[1]
     out = torch.empty(n, c, dtype=torch.float64)
+    px = torch.promote_types(x.dtype, weight.dtype)
+    ps = torch.promote_types(conv_state.dtype, weight.dtype)
     for node in range(n):
-        seq = torch.cat([conv_state.double().t(), x.double()[path_of(parent, node)]], 0)
+        path = path_of(parent, node)
+        seq = torch.cat([conv_state.double().t(), x.double()[path]], 0)
         window = seq[-w:]  # [W, C]
-        y = (window.t() * weight.double()).sum(-1)
+        prods = window.t() * weight.double()  # [C, W]; exact for bf16 / fp16 operands
+        if round_products:
+            from_x = torch.arange(w) >= w - len(path)  # window slots filled from the path
+            prods = torch.where(from_x, prods.to(px).double(), prods.to(ps).double())
+        y = prods.sum(-1)
         if bias is not None:
             y = y + bias.double()
         out[node] = F.silu(y) if activation else y

@@ -42,6 +42,19 @@ def _softplus(x):
 
 
 @triton.jit
+def _round_to(v, DT: tl.constexpr):
+    """fp32 ``v`` rounded to nearest even in ``DT``, returned as fp32. bf16 by integer
+    arithmetic, because the Triton interpreter's fp32 -> bf16 cast truncates (the GPU's rounds):
+    the CPU tests then see the GPU's numbers."""
+    if DT == tl.bfloat16:
+        b = v.to(tl.uint32, bitcast=True)
+        b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+        return b.to(tl.float32, bitcast=True)
+    else:
+        return v.to(DT).to(tl.float32)
+
+
+@triton.jit
 def _load_normed(p, rows, m_r, o_k, m_k, stride_t, scale):
     x = tl.load(p + rows[:, None] * stride_t + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.0).to(tl.float32)
     return x * (scale / tl.sqrt(tl.sum(x * x, 1) + 1e-6))[:, None]
@@ -337,6 +350,7 @@ def _tree_gdn_commit_from_x_kernel(
     N, C, k_off, s_slot, s_c, s_w,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, KW: tl.constexpr,
     P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_BIAS: tl.constexpr,
+    PX: tl.constexpr, PS: tl.constexpr,
 ):
     """``_tree_gdn_commit_kernel`` without the saved keys: each path node's key is recomputed
     from the layer's pre-conv inputs ``x [T, C]`` (channels ``k_off + h * K ..``), the conv
@@ -362,9 +376,10 @@ def _tree_gdn_commit_from_x_kernel(
             sv = tl.load(conv_state + slot * s_slot + ch * s_c + tl.maximum(col, 0) * s_w,
                          mask=m_k & (src_t < 0) & (col >= 0), other=0.0).to(tl.float32)
             wc = tl.load(w + ch * KW + (KW - 1 - j), mask=m_k, other=0.0).to(tl.float32)
-            acc += tl.where(src_t >= 0, xv, sv) * wc
+            # Products rounded as _tree_conv_kernel rounds them.
+            acc += tl.where(src_t >= 0, _round_to(xv * wc, PX), _round_to(sv * wc, PS))
         acc = acc / (1.0 + tl.exp(-acc))
-        kr = acc.to(x.dtype.element_ty).to(tl.float32)
+        kr = _round_to(acc, x.dtype.element_ty)
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w_t * kn[:, None] * u[None, :]
@@ -376,6 +391,7 @@ def _tree_conv_kernel(
     x, w, bias, conv_state, state_idx, parent, out,
     N, C, s_slot, s_c, s_w,
     KW: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr,
+    PX: tl.constexpr, PS: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_n = tl.program_id(1)
@@ -402,14 +418,20 @@ def _tree_conv_kernel(
         sv = tl.load(conv_state + slot * s_slot + o_c[None, :] * s_c + tl.maximum(col, 0)[:, None] * s_w,
                      mask=use_state[:, None] & m_c[None, :], other=0.0).to(tl.float32)
         wc = tl.load(w + o_c * KW + (KW - 1 - j), mask=m_c, other=0.0).to(tl.float32)
-        acc += tl.where(in_tree[:, None], xv, sv) * wc[None, :]
+        # Each product rounded to its operands' promoted dtype (PX: input x weight, PS: state x
+        # weight; bf16 in the engine), then accumulated in fp32: the rounding of sglang's
+        # causal_conv1d_update, which multiplies unwidened loads and which the plain decode
+        # uses. (An fp32 product of two bf16/fp16 values is exact, so rounding it equals the
+        # native low-precision multiply.) Exact fp32 products gave conv outputs one bf16 ulp
+        # off here and there, which a greedy decode turned into another token within a few steps.
+        acc += tl.where(in_tree[:, None], _round_to(xv * wc[None, :], PX), _round_to(sv * wc[None, :], PS))
         par = tl.load(parent + tok0 + tl.maximum(cur, 0), mask=in_tree, other=-1)
         up = tl.where(in_tree, tl.where(par < 0, 1, 0), up + 1)
         cur = tl.where(in_tree, par, -1)
     if SILU:
         acc = acc / (1.0 + tl.exp(-acc))
-    tl.store(out + (tok0 + o_n)[:, None] * C + o_c[None, :], acc.to(out.dtype.element_ty),
-             mask=m_n[:, None] & m_c[None, :])
+    tl.store(out + (tok0 + o_n)[:, None] * C + o_c[None, :],
+             _round_to(acc, out.dtype.element_ty).to(out.dtype.element_ty), mask=m_n[:, None] & m_c[None, :])
 
 
 @triton.jit
@@ -539,6 +561,15 @@ def tree_gdn_commit(state, state_idx, u, G, k, accepted, accept_len, block_v: in
     )
 
 
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+
+
+def _conv_product_dtypes(x, weight, conv_state) -> dict:
+    """The dtypes sglang's conv products round to: input x weight, state x weight."""
+    return dict(PX=_TL_DTYPES[torch.promote_types(x.dtype, weight.dtype)],
+                PS=_TL_DTYPES[torch.promote_types(conv_state.dtype, weight.dtype)])
+
+
 def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, k_offset: int, num_k_heads: int,
                            accepted, accept_len, block_v: int = 32) -> None:
     """:func:`tree_gdn_commit` that recomputes the path's keys from the pre-conv inputs
@@ -556,7 +587,8 @@ def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, 
         state, state_idx.to(torch.int32).contiguous(), u, G, x.contiguous(), weight.contiguous(),
         bias if bias is not None else weight, conv_state, accepted.to(torch.int32).contiguous(),
         accept_len.to(torch.int32).contiguous(), N, C, int(k_offset), *conv_state.stride(),
-        H=int(num_k_heads), HV=HV, K=K, V=V, KW=KW, P=P, BK=BK, BV=BV, HAS_BIAS=bias is not None, num_warps=4,
+        H=int(num_k_heads), HV=HV, K=K, V=V, KW=KW, P=P, BK=BK, BV=BV, HAS_BIAS=bias is not None,
+        **_conv_product_dtypes(x, weight, conv_state), num_warps=4,
     )
 
 
@@ -571,6 +603,7 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
         x.contiguous(), weight.contiguous(), bias if bias is not None else weight, conv_state,
         state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, N, C,
         *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
+        **_conv_product_dtypes(x, weight, conv_state),
     )
     return out
 
