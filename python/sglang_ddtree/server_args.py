@@ -19,7 +19,11 @@ from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
 
 ALGORITHM = "DDTREE"
-DEFAULT_BUDGET = 32
+# From the H200 step cost at Qwen3.6-27B size with the CUDA-graph tree verify and the default
+# (snapshot) GDN path (RESULTS.md session 5): a budget-32 step costs 1.16x / 1.26x a budget-16
+# step at concurrency 1 / 4 (27.2 vs 23.5 ms, 34.9 vs 27.6 ms), more than the acceptance a
+# best-first tree gains from 16 to 32 nodes in our sweeps (+1% tokens per forward, session 3).
+DEFAULT_BUDGET = 16
 DEFAULT_TOPK = 8
 MAX_BUDGET = 1024
 

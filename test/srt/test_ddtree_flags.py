@@ -33,10 +33,10 @@ def _args(cls, **kw):
 
 def test_defaults_and_verify_width(server_args_cls):
     a = _args(server_args_cls)
-    assert a.speculative_ddtree_budget == 32
+    assert a.speculative_ddtree_budget == 16
     assert a.speculative_ddtree_topk == 8
     assert a.speculative_ddtree_max_depth == 15  # block 16 - 1
-    assert a.speculative_num_draft_tokens == 33  # budget + root
+    assert a.speculative_num_draft_tokens == 17  # budget + root
     small = _args(server_args_cls, speculative_ddtree_budget=8)
     assert small.speculative_num_draft_tokens == 16  # at least one draft block
 
@@ -107,7 +107,7 @@ def test_hybrid_target_served_through_the_snapshot_path(server_args_cls):
     a = _hybrid(server_args_cls)
     assert is_hybrid_target(a)
     assert a.speculative_ddtree_gdn_mode == "snapshot"
-    assert a.speculative_num_draft_tokens == 33
+    assert a.speculative_num_draft_tokens == 17
 
 
 def test_cli_has_the_flags(server_args_cls):
