@@ -2,7 +2,8 @@
 bundle, bf16, triton attention, pytorch sampling, decode/verify CUDA graphs on. Greedy output
 of every speculative configuration must equal the same engine without speculation, on the tiny
 Llama and the tiny Qwen3.5 hybrid targets: plain, DFLASH, STANDALONE top-k 2 and DDTREE (tree
-verify eager, hybrid through sglang's per-node state path). Each engine runs in its own process
+verify under CUDA graphs with the tree mask, the default; one case eager; hybrid through sglang's
+per-node state path). Each engine runs in its own process
 (``gpu_cases.py`` says why); results and logs go to ``$SGLANG_DDTREE_GPU_RESULTS`` (default: a
 temporary folder). The developer previews have their own suite, ``test_gpu_preview.py``.
 
