@@ -42,15 +42,48 @@ def _rel(x, ref):
     return float((x - ref).abs().max() / ref.abs().max().clamp(min=1e-30))
 
 
-@pytest.mark.parametrize("shape", ["tiny", "qwen36"])
-@pytest.mark.parametrize("budget", [8, 32])
-@pytest.mark.parametrize("link_dtype", [torch.int64, torch.int32])
-def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
+def _sglang_tree_verify(lay, x, w, a, b, A_log, dt_bias, conv_pool, ssm, cache_idx, H, HV, K, V, link_dtype):
+    """sglang's per-node conv and GDN kernels, called as ``gdn_backend.forward_extend`` calls
+    them in TARGET_VERIFY (``topk > 1``), every tensor on the GPU; ``conv_pool`` is rolled in
+    place as there, ``ssm`` is only read. ``x [T, C]`` pre-conv inputs of ``bs`` trees of ``N``
+    nodes. Returns ``(y [T, C] conv outputs, o [T, HV, V], retrieve_parent_token [bs, N],
+    per-node conv windows [bs, N, C, W-1], per-node states [bs, N, HV, V, K])``."""
     from sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent import (
         fused_sigmoid_gating_delta_rule_update,
     )
     from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
 
+    bs, N = lay.parent.shape
+    T, C = x.shape
+    KW = w.shape[1]
+    dev = x.device
+    inter_idx = torch.arange(bs, dtype=torch.int32, device=dev)
+    inter_conv = torch.full((bs, N, C, KW - 1), float("nan"), dtype=x.dtype, device=dev)
+    fc = lay.first_child.to(dev, link_dtype).contiguous()
+    ns = lay.next_sibling.to(dev, link_dtype).contiguous()
+    rpt = torch.empty_like(fc)
+    y = causal_conv1d_update(
+        x.view(bs, N, C).transpose(1, 2), conv_pool, w, None, "silu", conv_state_indices=cache_idx,
+        intermediate_conv_window=inter_conv, intermediate_state_indices=inter_idx,
+        retrieve_next_token=fc, retrieve_next_sibling=ns, retrieve_parent_token=rpt,
+    ).transpose(1, 2).reshape(T, C)
+    q_, k_, v_ = torch.split(y, [H * K, H * K, HV * V], dim=-1)
+    inter_ssm = torch.full((bs, N, HV, V, K), float("nan"), device=dev)
+    o = fused_sigmoid_gating_delta_rule_update(
+        A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0,
+        q=q_.reshape(1, T, H, K).contiguous(), k=k_.reshape(1, T, H, K).contiguous(),
+        v=v_.reshape(1, T, HV, V).contiguous(), b=b, initial_state_source=ssm, initial_state_indices=cache_idx,
+        use_qk_l2norm_in_kernel=True, cu_seqlens=torch.arange(0, T + 1, N, device=dev, dtype=torch.int32),
+        disable_state_update=True, intermediate_states_buffer=inter_ssm, intermediate_state_indices=inter_idx,
+        cache_steps=N, retrieve_parent_token=rpt,
+    ).reshape(T, HV, V)
+    return y, o, rpt, inter_conv, inter_ssm
+
+
+@pytest.mark.parametrize("shape", ["tiny", "qwen36"])
+@pytest.mark.parametrize("budget", [8, 32])
+@pytest.mark.parametrize("link_dtype", [torch.int64, torch.int32])
+def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
     s = TINY if shape == "tiny" else QWEN36
     H, HV, K, V, KW = s["H"], s["HV"], s["K"], s["V"], s["KW"]
     C = 2 * H * K + HV * V
@@ -71,20 +104,12 @@ def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
     conv_pool = torch.randn(slots_n, KW - 1, C, dtype=bf).transpose(1, 2)  # channel-fastest, as sglang's
     ssm = torch.randn(slots_n, HV, V, K) * 0.3
     cache_idx = torch.tensor([5, 1, 6, 3], dtype=torch.int32)
-    inter_idx = torch.arange(bs, dtype=torch.int32)
 
     # ---- sglang's kernels, called as gdn_backend.forward_extend does in TARGET_VERIFY.
-    conv_dev = conv_pool.to(dev)
-    inter_conv = torch.full((bs, N, C, KW - 1), float("nan"), dtype=bf, device=dev)
-    fc = lay.first_child.to(dev, link_dtype).contiguous()
-    ns = lay.next_sibling.to(dev, link_dtype).contiguous()
-    rpt = torch.empty_like(fc)
-    xc = x.to(dev).view(bs, N, C).transpose(1, 2)
-    y = causal_conv1d_update(
-        xc, conv_dev, w.to(dev), None, "silu", conv_state_indices=cache_idx.to(dev),
-        intermediate_conv_window=inter_conv, intermediate_state_indices=inter_idx.to(dev),
-        retrieve_next_token=fc, retrieve_next_sibling=ns, retrieve_parent_token=rpt,
-    ).transpose(1, 2).reshape(T, C)
+    ssm_dev = ssm.to(dev)
+    y, o, rpt, inter_conv, inter_ssm = _sglang_tree_verify(
+        lay, x.to(dev), w.to(dev), a.to(dev), b.to(dev), A_log.to(dev), dt_bias.to(dev), conv_pool.to(dev),
+        ssm_dev, cache_idx.to(dev), H, HV, K, V, link_dtype)
     # (The kernel also rolls the slot's conv state in place, chain-style; the commit overwrites
     # it with the accepted node's window, so it is not checked here.)
     for r in range(bs):
@@ -93,20 +118,6 @@ def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
         real[1:][real[1:] < 0] = 0  # padding nodes: the kernel treats an unlinked node as a root child
         assert torch.equal(rpt[r, 1:].long().cpu(), real[1:]), (r, rpt[r].tolist(), par.tolist())
 
-    q_, k_, v_ = torch.split(y, [H * K, H * K, HV * V], dim=-1)
-    q_ = q_.reshape(1, T, H, K).contiguous()
-    k_ = k_.reshape(1, T, H, K).contiguous()
-    v_ = v_.reshape(1, T, HV, V).contiguous()
-    ssm_dev = ssm.to(dev)
-    inter_ssm = torch.full((bs, N, HV, V, K), float("nan"), device=dev)
-    o = fused_sigmoid_gating_delta_rule_update(
-        A_log=A_log.to(dev), a=a.to(dev), dt_bias=dt_bias.to(dev), softplus_beta=1.0,
-        softplus_threshold=20.0, q=q_, k=k_, v=v_, b=b.to(dev), initial_state_source=ssm_dev,
-        initial_state_indices=cache_idx.to(dev), use_qk_l2norm_in_kernel=True,
-        cu_seqlens=torch.arange(0, T + 1, N, device=dev, dtype=torch.int32),
-        disable_state_update=True, intermediate_states_buffer=inter_ssm,
-        intermediate_state_indices=inter_idx.to(dev), cache_steps=N, retrieve_parent_token=rpt,
-    ).reshape(T, HV, V)
     assert torch.equal(ssm_dev.cpu(), ssm), "tree verify must not touch the recurrent state"
 
     # ---- float64 references, path by path, on the same bf16-rounded inputs.
@@ -155,11 +166,6 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
     rounding (rel 1e-4; the fp32-product conv gave ~1e-2 on the engine)."""
     import types
 
-    from sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent import (
-        fused_sigmoid_gating_delta_rule_update,
-    )
-    from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
-
     from sglang_ddtree.compat import gdn_wy
 
     H, HV, K, V, KW = TINY["H"], TINY["HV"], TINY["K"], TINY["V"], TINY["KW"]
@@ -178,31 +184,11 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
     conv_pool = torch.randn(slots_n, C, KW - 1, dtype=bf, device=dev)  # window-fastest, as 0.5.17's pool
     ssm = torch.randn(slots_n, HV, V, K, device=dev) * 0.3
     cache_idx = torch.tensor([5, 1, 6, 3], dtype=torch.int32, device=dev)
-    inter_idx = torch.arange(bs, dtype=torch.int32, device=dev)
     real = (lay.parent >= 0) | (torch.arange(N) == 0)  # tree nodes (padding is verified differently)
 
-    # sglang's per-node path (as gdn_backend.forward_extend drives it in TARGET_VERIFY).
-    conv_sg = conv_pool.clone()
-    inter_conv = torch.full((bs, N, C, KW - 1), float("nan"), dtype=bf, device=dev)
-    fc = lay.first_child.to(dev).contiguous()
-    ns = lay.next_sibling.to(dev).contiguous()
-    rpt = torch.empty_like(fc)
-    y_sg = causal_conv1d_update(
-        x.view(bs, N, C).transpose(1, 2), conv_sg, w, None, "silu", conv_state_indices=cache_idx,
-        intermediate_conv_window=inter_conv, intermediate_state_indices=inter_idx,
-        retrieve_next_token=fc, retrieve_next_sibling=ns, retrieve_parent_token=rpt,
-    ).transpose(1, 2).reshape(T, C)
-    q_, k_, v_ = torch.split(y_sg, [H * K, H * K, HV * V], dim=-1)
-    inter_ssm = torch.full((bs, N, HV, V, K), float("nan"), device=dev)
-    o_sg = fused_sigmoid_gating_delta_rule_update(
-        A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0,
-        q=q_.reshape(1, T, H, K).contiguous(), k=k_.reshape(1, T, H, K).contiguous(),
-        v=v_.reshape(1, T, HV, V).contiguous(), b=b, initial_state_source=ssm.clone(),
-        initial_state_indices=cache_idx, use_qk_l2norm_in_kernel=True,
-        cu_seqlens=torch.arange(0, T + 1, N, device=dev, dtype=torch.int32), disable_state_update=True,
-        intermediate_states_buffer=inter_ssm, intermediate_state_indices=inter_idx, cache_steps=N,
-        retrieve_parent_token=rpt,
-    ).reshape(T, HV, V)
+    # sglang's per-node path (its conv rolls a copy of the pool; the state pool is only read).
+    y_sg, o_sg, _, inter_conv, inter_ssm = _sglang_tree_verify(
+        lay, x, w, a, b, A_log, dt_bias, conv_pool.clone(), ssm, cache_idx, H, HV, K, V, torch.int64)
 
     # Ours, through the hook as HybridLinearAttnBackend.forward calls forward_extend.
     layer = types.SimpleNamespace(

@@ -114,24 +114,26 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
         raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
                            "through the wy kernels (is the forward_extend hook registered?)")
     if wy.check:
-        worst = max(wy.check, key=lambda c: c[1] / max(c[2], 1e-30))
         logger.warning("DDTREE wy cross-check: %d layers, worst layer %d max|ours - sglang| %.3e (max|sglang| %.3e)",
-                       len(wy.check), *worst)
+                       len(wy.check), *_worst(wy.check))
         wy.check.clear()
-    worst = None
+    committed = []
     for layer, cache, slots, u, G, x in wy.saved.values():
         # The recurrent commit reads the committed conv state: before the conv commit.
         tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
                                layer.q_dim, layer.num_k_heads, accepted, accept_len)
         tree_conv_commit(x, cache.conv[0], slots, accepted, accept_len)
         if wy.check_rows is not None:
-            d = _commit_check(cache, slots, wy.check_rows, accepted, accept_len)
-            if worst is None or d[0] / max(d[1], 1e-30) > worst[1] / max(worst[2], 1e-30):
-                worst = (layer.layer_id, *d)
-    if worst is not None:
+            committed.append((layer.layer_id, *_commit_check(cache, slots, wy.check_rows, accepted, accept_len)))
+    if committed:
         logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
-                       "conv %.3e (max %.3e)", *worst)
+                       "conv %.3e (max %.3e)", *_worst(committed))
     wy.saved.clear()
+
+
+def _worst(rows):
+    """The ``(layer, diff, max, ...)`` row with the largest diff relative to its max."""
+    return max(rows, key=lambda c: c[1] / max(c[2], 1e-30))
 
 
 def _commit_check(cache, slots, rows, accepted, accept_len) -> Tuple[float, float, float, float]:
@@ -141,9 +143,8 @@ def _commit_check(cache, slots, rows, accepted, accept_len) -> Tuple[float, floa
     rows = rows[: slots.shape[0]].long()
     theirs_s = cache.intermediate_ssm[rows, last].float()
     ours_s = cache.temporal[slots.long()].float()
-    theirs_c = cache.intermediate_conv_window[0][rows, last].float()
+    theirs_c = cache.intermediate_conv_window[0][rows, last].float()  # [bs, C, W-1], as the pool
     ours_c = cache.conv[0][slots.long()].float()
-    ours_c = ours_c.reshape(theirs_c.shape) if ours_c.shape != theirs_c.shape else ours_c
     return ((ours_s - theirs_s).abs().max().item(), theirs_s.abs().max().item(),
             (ours_c - theirs_c).abs().max().item(), theirs_c.abs().max().item())
 
