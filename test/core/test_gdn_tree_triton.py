@@ -365,7 +365,8 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
     packed ``mixed_qkv`` and pools (conv pool ``[slots, C, W-1]`` stored channel-fastest or, as
     sglang 0.5.17's MambaPool allocates it, window-fastest; state pool [slots, HV, V, K]), then
     the commit of each request's accepted path; against the float64 path references. The
-    window-fastest case also uses gates as strong as a real model's (``gate_shift``)."""
+    window-fastest case also uses gates as strong as a real model's (``gate_shift``) and the
+    per-layer buffers a CUDA-graph verify shares across batch sizes."""
     import types
 
     from sglang_ddtree.compat import gdn_wy
@@ -401,12 +402,20 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
     backend = types.SimpleNamespace(linear_attn_backend=linear, _is_full_attn=lambda layer, lid: False)
     lay = types.SimpleNamespace(parent=parents.to(DEV), ancestor_mask=anc.to(DEV))
     wy = gdn_wy.WyVerifyState.from_layout(lay)
+    shared = conv_layout == "window_fastest"  # as a CUDA-graph verify runs it: buffers for more trees
+    if shared:
+        wy.work, wy.work_rows = {}, bs + 2
     fb = types.SimpleNamespace(spec_info=types.SimpleNamespace(ddtree_wy=wy),
                                forward_mode=types.SimpleNamespace(is_target_verify=lambda: True))
     # Through the hook, called as HybridLinearAttnBackend.forward calls forward_extend (positional).
     o = gdn_wy._forward_extend(None, backend, layer, fb, True, None, None, None, x.to(DEV), a.to(DEV), b.to(DEV))
     assert torch.equal(cache.conv[0].cpu(), conv_pool) and torch.equal(cache.temporal.cpu(), ssm)  # verify writes no state
     assert list(wy.saved) == [3]
+    if shared:  # the commit inputs live in the shared buffers, not in the forward's own tensors
+        xb, ub, gb = wy.work[3]
+        _, _, _, u_kept, g_kept, x_kept = wy.saved[3]
+        assert (x_kept.data_ptr(), u_kept.data_ptr(), g_kept.data_ptr()) == (xb.data_ptr(), ub.data_ptr(), gb.data_ptr())
+        assert ub.shape[0] == bs + 2 and u_kept.shape[0] == bs and torch.equal(x_kept.cpu(), x)
 
     g = -torch.exp(A_log.double()) * F.softplus(a.double() + dt_bias.double())
     beta = torch.sigmoid(b.double())

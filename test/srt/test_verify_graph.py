@@ -87,6 +87,8 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
     cap4 = vg._capture_with_mask(_spec(), runner, 4 * 5).ddtree_wy
     assert cap2.parent.shape == (2, 5) and cap4.anc.shape == (4, 5, 5)
     assert cap2.parent.data_ptr() == cap4.parent.data_ptr()  # one buffer, sliced per size
+    # One commit-input buffer dict for every size's graph, sized for the largest batch.
+    assert cap2.work is cap4.work and cap2.work == {} and cap2.work_rows == cap4.work_rows == runner.max_bs
     assert (cap4.parent == -1).all() and torch.equal(cap4.anc[1], torch.eye(5, dtype=torch.uint8))
     # What the captured call saved for the commit (graph-pool tensors in a real capture).
     cap2.saved[7] = ("layer", "cache", "slots", "u", "G", "x")

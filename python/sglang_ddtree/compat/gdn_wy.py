@@ -64,6 +64,12 @@ class WyVerifyState:
     # Under the cross-check: sglang's per-node scratch row of each request (its verify wrote
     # every node's state there), to compare our committed state with the accepted node's.
     check_rows: Optional[torch.Tensor] = None
+    # CUDA-graph verify: per-layer (u, G, x) buffers for ``work_rows`` trees, one dict shared by
+    # the graphs of every batch size. What the commit keeps outlives the captured forward, so
+    # without it each captured batch size held its own copy (~2.4 GB per size at Qwen3.6-27B,
+    # batch 64, budget 16: the capture of batch sizes 1..64 ran out of memory).
+    work: Optional[Dict[int, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = None
+    work_rows: int = 0
 
     @classmethod
     def from_layout(cls, layout) -> "WyVerifyState":
@@ -92,6 +98,9 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
             f"(got strides {tuple(ssm_pool.stride())}); use --speculative-ddtree-gdn-mode snapshot."
         )
     slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
+    u_out = G_out = None
+    if wy.work is not None:
+        mixed_qkv, u_out, G_out = _work_views(wy, layer.layer_id, mixed_qkv, hv, v_dim)
     y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
@@ -99,9 +108,28 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=os.environ.get(PRECISION_ENV, "tf32x3"))
+                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out)
     wy.saved[layer.layer_id] = (layer, cache, slots, u, G, mixed_qkv)
     return o
+
+
+def _work_views(wy: WyVerifyState, layer_id: int, mixed_qkv: torch.Tensor, hv: int, v_dim: int):
+    """This layer's shared buffers cut to the step's ``bs`` trees (allocated on first use for
+    ``wy.work_rows`` trees): ``x [bs*N, C]`` holding a copy of ``mixed_qkv``, ``u [bs, N, HV, V]``,
+    ``G [bs, N, HV]``."""
+    bs, n = wy.parent.shape
+    if bs > wy.work_rows:
+        raise RuntimeError(f"DDTREE wy: {bs} trees in a verify whose buffers hold {wy.work_rows}")
+    bufs = wy.work.get(layer_id)
+    if bufs is None:
+        dev, rows = mixed_qkv.device, wy.work_rows
+        bufs = (torch.empty(rows * n, mixed_qkv.shape[1], dtype=mixed_qkv.dtype, device=dev),
+                torch.empty(rows, n, hv, v_dim, dtype=torch.float32, device=dev),
+                torch.empty(rows, n, hv, dtype=torch.float32, device=dev))
+        wy.work[layer_id] = bufs
+    x = bufs[0][: bs * n]
+    x.copy_(mixed_qkv)
+    return x, bufs[1][:bs], bufs[2][:bs]
 
 
 def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor) -> None:

@@ -74,7 +74,8 @@ def _is_hybrid(model_runner) -> bool:
 def static_wy_state(runner, bs: int, width: int):
     """The capture-time tree state of ``runner`` for batch size ``bs`` (created on first use):
     views of one ``[max_bs, width]`` parent / ``[max_bs, width, width]`` ancestor buffer, every
-    node its own root until a replay writes a tree."""
+    node its own root until a replay writes a tree, and one per-layer commit-input buffer dict
+    shared by every batch size's graph (replays run one at a time)."""
     import torch
 
     from .gdn_wy import WyVerifyState
@@ -85,11 +86,13 @@ def static_wy_state(runner, bs: int, width: int):
         dev = runner.buffers.input_ids.device
         eye = torch.eye(width, dtype=torch.uint8, device=dev)
         holder = {"parent": torch.full((max_bs, width), -1, dtype=torch.int32, device=dev),
-                  "anc": eye.expand(max_bs, width, width).contiguous(), "states": {}}
+                  "anc": eye.expand(max_bs, width, width).contiguous(), "states": {}, "work": {},
+                  "max_bs": max_bs}
         runner._ddtree_wy_static = holder
     states = holder["states"]
     if bs not in states:
-        states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs])
+        states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
+                                   work=holder["work"], work_rows=holder["max_bs"])
     return states[bs]
 
 

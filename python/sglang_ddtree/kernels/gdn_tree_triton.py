@@ -479,9 +479,18 @@ def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, n_chunks: int
     return "split" if bs * num_v_heads * triton.cdiv(v_dim, block_v) < sms else "fused"
 
 
+def _out_buffer(buf, shape, dev, name):
+    if buf is None:
+        return torch.empty(shape, dtype=torch.float32, device=dev)
+    if tuple(buf.shape) != tuple(shape) or buf.dtype != torch.float32 or not buf.is_contiguous():
+        raise ValueError(f"tree_gdn_verify: {name} must be a contiguous float32 {tuple(shape)}, "
+                         f"got {buf.dtype} {tuple(buf.shape)}")
+    return buf
+
+
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto",
-                    num_warps: int = 4):
+                    num_warps: int = 4, u_out=None, G_out=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -493,6 +502,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     fully parallel pass, then the walk does only the substitution) or "auto" (:func:`pick_impl`).
     ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
     ``num_warps`` of the verify kernels (8 is not timed yet: fewer registers, no spills).
+    ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
+    graph's shared buffers), else new tensors.
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -504,8 +515,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     scale = K ** -0.5 if scale is None else scale
     dev = v.device
     o = torch.empty_like(v)
-    u = torch.empty(bs, N, HV, V, dtype=torch.float32, device=dev)
-    G = torch.empty(bs, N, HV, dtype=torch.float32, device=dev)
+    u = _out_buffer(u_out, (bs, N, HV, V), dev, "u_out")
+    G = _out_buffer(G_out, (bs, N, HV), dev, "G_out")
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
     NT = triton.cdiv(N, block_t)

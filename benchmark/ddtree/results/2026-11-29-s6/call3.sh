@@ -1,0 +1,19 @@
+#!/bin/bash
+# Session 6, device call 3 (nvidia-h200): 27B step cost, wy + graph tree verify (after the fix that
+# shares the wy commit buffers across captured batch sizes), concurrency 1/4/16: DFLASH, DDTREE-16,
+# chain, the auto budget policy over this sweep's own rows, DDTREE-32/64, no-spec. Call 2 asked for
+# concurrency 64: DFLASH could not allocate its per-token state scratch and the wy capture ran out
+# of memory (per-size commit buffers), see RESULTS.md.
+R=${OUT:?}
+t0=$(date +%s)
+bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
+python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
+timeout $(( 545 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/sc bench \
+  benchmark/ddtree/step_cost.py --models /tmp/qwen36 --configs DFLASH DDTREE-16 DDTREE-chain \
+  DDTREE-auto DDTREE-32 DDTREE-64 no-spec --concurrency 1 4 16 --prompt-len 512 --decode-tokens 32 \
+  --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
+  --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
+  --engine-arg disable_prefill_cuda_graph=true --engine-arg 'log_level="info"' \
+  --deadline-s 440 --case-timeout-s 150 --out $R/sc/step_cost.json > $R/sc.out 2>&1
+echo "step_cost rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+cd $R && tar czf res.tgz --exclude=res.tgz sc prep && rm -rf sc prep
