@@ -43,6 +43,7 @@ from .core.shadow_chain import shadow_chain_accept
 from .compat.gdn_wy import WyVerifyState, wy_check_enabled, wy_commit
 from .core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
 from .compat.verify_graph import tree_verify_graphs_enabled
+from .compat.verify_widths import build_verify_runtimes, verify_runtime
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
 from .core.verify_layout import build_verify_layout
@@ -161,6 +162,9 @@ class DDTreeWorker(DFlashWorkerV2):
             self.stats.policy = self.policy
             logger.info("DDTREE: budget auto over %s (chain fallback: %s), step costs from %s",
                         self.policy.budgets, self.policy.chain, server_args.speculative_ddtree_step_cost)
+        # Budget auto with graph verify: a target-verify runtime per width the policy may pick
+        # (compat/verify_widths.py), built after the target's own graphs (init_cuda_graphs).
+        self._verify_runtimes = {}
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
@@ -216,6 +220,27 @@ class DDTreeWorker(DFlashWorkerV2):
         if choice == CHAIN:
             return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1
         return choice, int(choice), verify_width(int(choice), self.block_size), None
+
+    def policy_widths(self) -> list:
+        """Verify widths the budget policy can choose (empty without ``--speculative-ddtree-budget
+        auto``)."""
+        if self.policy is None:
+            return []
+        widths = {verify_width(b, self.block_size) for b in self.policy.budgets}
+        if self.policy.chain:
+            widths.add(verify_width(self.max_depth, self.block_size))
+        return sorted(widths)
+
+    def init_cuda_graphs(self):
+        super().init_cuda_graphs()
+        widths = self.policy_widths()
+        if len(widths) < 2 or not tree_verify_graphs_enabled():
+            return
+        if max(widths) > self.width:  # the scheduler reserves, and buffers are sized for, self.width
+            raise RuntimeError(f"DDTREE budget auto: verify widths {widths} exceed the server's {self.width}")
+        self._verify_runtimes = build_verify_runtimes(self.target_worker.model_runner, widths)
+        if self._verify_runtimes:
+            logger.info("DDTREE budget auto: target verify CUDA graphs for widths %s", sorted(self._verify_runtimes))
 
     # ------------------------------------------------------------------ decode step
 
@@ -351,7 +376,7 @@ class DDTreeWorker(DFlashWorkerV2):
             self.policy.record(choice, acc.accepted, acc.accept_len, chain_accept=None if shadow is None else shadow[0])
             self.stats.record_choice(choice)
         if snapshot:
-            self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens)
+            self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens, width)
         elif self._need_mamba_verify_commit:
             wy_commit(verify_input.ddtree_wy, acc.accepted, acc.accept_len)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
@@ -397,12 +422,14 @@ class DDTreeWorker(DFlashWorkerV2):
 
     # ------------------------------------------------------------------ helpers
 
-    def _commit_linear_state(self, batch, acc, seq_lens_pre_verify, commit_lens) -> None:
+    def _commit_linear_state(self, batch, acc, seq_lens_pre_verify, commit_lens, width) -> None:
         """Hybrid targets: copy the last accepted node's per-node linear-attention state
         (conv window + recurrent state, kept by sglang's tree verify) into the request's state
         slot. ``acc.accepted[b, t]`` is the verify position of the t-th token of the accepted
         path, so the chain's "step index" becomes a tree position here."""
-        attn_backend = self.target_worker.model_runner.attn_backend
+        # The backend that ran this verify: sglang's commit reads the slots from its metadata.
+        rt = self._verify_runtimes.get(int(width))
+        attn_backend = rt.attn_backend if rt is not None else self.target_worker.model_runner.attn_backend
         last_node = acc.accepted.gather(1, acc.accept_len.long().unsqueeze(1)).squeeze(1)
         steps_to_track = None
         if batch.mamba_track_indices is not None:
@@ -474,12 +501,14 @@ class DDTreeWorker(DFlashWorkerV2):
         if seq_lens_cpu is not None:
             batch.seq_lens_cpu = seq_lens_cpu + width
             batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
-        forward_batch, _ = verify_input.prepare_for_verify(batch, self.target_worker)
-        batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu, seq_lens_sum
-        with timer.phase("verify") if timer is not None else contextlib.nullcontext():
-            out = self.target_worker.forward_batch_generation(
-                batch=None, forward_batch=forward_batch, is_verify=True, skip_attn_backend_init=True
-            )
+        # Budget auto: this width's backend and graphs (the preparation picks graph or eager).
+        with verify_runtime(self.target_worker.model_runner, self._verify_runtimes, width):
+            forward_batch, _ = verify_input.prepare_for_verify(batch, self.target_worker)
+            batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu, seq_lens_sum
+            with timer.phase("verify") if timer is not None else contextlib.nullcontext():
+                out = self.target_worker.forward_batch_generation(
+                    batch=None, forward_batch=forward_batch, is_verify=True, skip_attn_backend_init=True
+                )
         apply_dflash_verify_logits_adjustments(
             next_token_logits=out.logits_output.next_token_logits, sampling_info=batch.sampling_info,
             draft_token_num=width,

@@ -61,6 +61,22 @@ def _ddtree(budget, model="llama", topk=4, **extra):
                 speculative_ddtree_budget=budget, speculative_ddtree_topk=topk, **extra)
 
 
+# --speculative-ddtree-budget auto (the CPU e2e test's table): the 32-node tree is cheapest for
+# one request, the chain from two up, so the mixed batch (4 requests finishing one by one) steps
+# through both verify widths (33 and 16).
+AUTO_ROWS = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0), ("DDTREE-8", 4, 5.0),
+             ("DDTREE-chain", 1, 5.0), ("DDTREE-chain", 4, 1.0)]
+
+
+def _auto(model, **extra):
+    import tempfile
+
+    fd, table = tempfile.mkstemp(prefix="ddtree-step-cost-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"rows": [dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in AUTO_ROWS]}, f)
+    return _ddtree("auto", model, topk=4, speculative_ddtree_step_cost=table, **extra)
+
+
 # name -> (target model, speculative kwargs factory, what the test asserts beyond equality)
 CASES = {
     "plain-llama": ("llama", dict, {}),
@@ -163,6 +179,12 @@ CASES = {
         "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
     "ddtree15-qwen35-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35"), {"oracle": "first"}),
     "ddtree16-qwen35-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35"), {"oracle": "sibling"}),
+    # Budget auto with the graph verify: every step replays a graph of its own width
+    # (compat/verify_widths.py), on both targets and both GDN modes.
+    "ddtree-auto-llama": ("llama", lambda: _auto("llama"), {"auto": True}),
+    "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
+    "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
+                                                      disable_radix_cache=True), {"auto": True}),
 }
 
 # Expected spec_correct_drafts_histogram per oracle mode for ORACLE_NEW tokens: "first" accepts
@@ -172,12 +194,16 @@ ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
 # Developer-preview and known-limit configurations: their own suite (test_gpu_preview.py), so the
 # smoke suite (test_gpu_smoke.py) states what is expected to work. Preview: the explicit
 # CUDA-graph cases (the graph tree verify is the default since session 5, so every smoke DDTREE
-# case now asserts replays too; these keep the no-mask control and the wy graph variants),
-# --speculative-ddtree-gdn-mode wy (and its diagnostics: its greedy output still differs from
-# plain decoding on the tiny hybrid, RESULTS.md session 5), and budget 128 on the hybrid through
-# sglang's per-node path (its tree conv kernel compiles an unrolled loop over the verify width:
-# the graph capture took 387 s on the H200).
-PREVIEW = tuple(n for n in CASES if "-wy" in n or "-graphs" in n or n == "ddtree128-qwen35")
+# case asserts replays too; these keep the no-mask control and the wy graph variants), the wy
+# diagnostics (cross-check, synchronous launches, scheduling variants) and budget 128 in wy mode,
+# budget 128 on the hybrid through sglang's per-node path (its tree conv kernel compiles an
+# unrolled loop over the verify width: the graph capture took 387 s on the H200), and budget auto
+# with per-width verify graphs (new in session 6, not yet run on a GPU). wy mode itself is in the
+# smoke suite since it matched plain decoding on the H200 (RESULTS.md session 6).
+WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
+            "ddtree16-qwen35-wy-oracle-sibling")
+PREVIEW = tuple(n for n in CASES if ("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
+                or n.startswith("ddtree-auto") or n == "ddtree128-qwen35")
 SMOKE = tuple(n for n in CASES if n not in PREVIEW)
 
 
@@ -404,6 +430,11 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                         and (checks.get("env") or {}).get("SGLANG_DDTREE_VERIFY_CUDA_GRAPH") != "0")
     if graphs:  # the verify really replayed CUDA graphs
         assert (rec.get("ddtree") or {}).get("verify_cuda_graph_steps", 0) > 0, rec.get("ddtree")
+    if checks.get("auto"):  # every step replayed a graph, of both widths the policy picked
+        dd = rec.get("ddtree") or {}
+        assert dd.get("verify_cuda_graph_steps") == dd.get("steps") > 0, dd
+        used = (dd.get("budget_policy") or {}).get("steps_by_choice") or {}
+        assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
     if checks.get("known_bad") and not passed:
         return f"known: {checks['known_bad']} ({cmp})"
     for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run

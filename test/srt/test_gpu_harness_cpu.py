@@ -32,6 +32,27 @@ def test_compare_accepts_only_a_real_near_tie():
     assert not gpu_cases.compare_to_reference([6, 7, 5], [5, 7, 5], top)["near_tie"]["ok"]
 
 
+def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
+    """The budget-auto GPU cases fail when any step ran eagerly (a width without its own graphs)
+    or when the policy did not step through both widths."""
+    ref = [[5] * 40] * 4
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
+    plain = dict(name="plain-llama", model="llama", rc=0, output_ids=ref, top2=top, graphs=["target decode"])
+    new = gpu_cases.MIXED_NEW
+
+    def results(dd):
+        rec = dict(name="ddtree-auto-llama", model="llama", rc=0, max_new_tokens=new, graphs=["target verify"],
+                   output_ids=[r[:n] for r, n in zip(ref, new)], meta_info=[{}] * 4, ddtree=dd)
+        return {"plain-llama": plain, "ddtree-auto-llama": rec}
+
+    good = dict(steps=40, verify_cuda_graph_steps=40, budget_policy={"steps_by_choice": {"chain": 30, "32": 10}})
+    assert gpu_cases.assert_speculative(results(good), "ddtree-auto-llama") is None
+    for bad in (dict(good, verify_cuda_graph_steps=39),  # one step verified eagerly
+                dict(good, budget_policy={"steps_by_choice": {"chain": 40}})):  # one width only
+        with pytest.raises(AssertionError):
+            gpu_cases.assert_speculative(results(bad), "ddtree-auto-llama")
+
+
 def test_placeholders_only_for_modules_that_fail(monkeypatch):
     missing = "sglang_ddtree_test_no_such_backend"
     monkeypatch.setattr(trimmed_bundle, "ISINSTANCE_ONLY", {missing: ("SomeBackend",), "json": ("JSONDecoder",)})

@@ -25,6 +25,7 @@ def _worker(backend):
     w = object.__new__(DDTreeWorker)  # no engine: only the attributes the method reads
     runner = types.SimpleNamespace(attn_backend=backend, model="target-model")
     w._target_worker = types.SimpleNamespace(model_runner=runner)  # BaseSpecWorker.target_worker reads it
+    w._verify_runtimes = {}
     return w
 
 
@@ -39,7 +40,7 @@ def test_last_accepted_tree_node_is_committed():
     # Request 0 accepted root -> node 5 -> node 9; request 1 accepted nothing (root only).
     acc = _acc([[0, 5, 9, -1], [0, -1, -1, -1]], [2, 0])
     batch = types.SimpleNamespace(mamba_track_indices=None, req_pool_indices=torch.tensor([3, 7]))
-    _worker(be)._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([3, 1], dtype=torch.int32))
+    _worker(be)._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([3, 1], dtype=torch.int32), 16)
     (kw,) = be.calls
     assert kw["last_correct_step_indices"].tolist() == [9, 0]
     assert kw["mamba_steps_to_track"] is None and kw["model"] == "target-model"
@@ -55,7 +56,23 @@ def test_tracking_boundary_maps_path_index_to_tree_node(monkeypatch):
     # index 1 = node 4. Request 1: prefix 9, commits 2 (9,10): no boundary -> -1.
     acc = _acc([[0, 4, 11, -1], [0, 2, -1, -1]], [2, 1])
     batch = types.SimpleNamespace(mamba_track_indices=torch.tensor([1, 2]), req_pool_indices=torch.tensor([0, 1]))
-    _worker(be)._commit_linear_state(batch, acc, torch.tensor([6, 9]), torch.tensor([3, 2], dtype=torch.int32))
+    _worker(be)._commit_linear_state(batch, acc, torch.tensor([6, 9]), torch.tensor([3, 2], dtype=torch.int32), 16)
     (kw,) = be.calls
     assert kw["last_correct_step_indices"].tolist() == [11, 2]
     assert kw["mamba_steps_to_track"].tolist() == [4, -1]
+
+
+def test_budget_auto_commits_through_the_backend_that_ran_the_verify():
+    """With per-width verify runtimes (budget auto + graph verify), sglang's commit reads the
+    state slots from the verify's backend metadata: the width's backend, not the model runner's."""
+    from sglang_ddtree.compat.verify_widths import VerifyRuntime
+
+    main, narrow = _Backend(), _Backend()
+    w = _worker(main)
+    w._verify_runtimes = {33: VerifyRuntime(33, main, "g33"), 16: VerifyRuntime(16, narrow, "g16")}
+    acc = _acc([[0, 5, -1], [0, -1, -1]], [1, 0])
+    batch = types.SimpleNamespace(mamba_track_indices=None, req_pool_indices=torch.tensor([3, 7]))
+    w._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([2, 1], dtype=torch.int32), 16)
+    assert len(narrow.calls) == 1 and main.calls == []
+    w._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([2, 1], dtype=torch.int32), 33)
+    assert len(main.calls) == 1
