@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 from dataclasses import dataclass
 from typing import Optional
@@ -85,6 +86,10 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         )
         target_worker.model_runner.attn_backend.init_forward_metadata(verify_forward_batch)
         return verify_forward_batch, False
+
+
+# Developer switch: wy mode with the radix cache's state tracking (not yet run on a GPU).
+WY_RADIX_ENV = "SGLANG_DDTREE_WY_RADIX"
 
 
 def verify_width(budget: int, block_size: int) -> int:
@@ -250,9 +255,12 @@ class DDTreeWorker(DFlashWorkerV2):
             return
         if self.gdn_mode == "wy":
             sa = self.target_worker.model_runner.server_args
-            if sa.enable_mamba_extra_buffer():
+            # The wy commit writes the tracked state too (wy_commit's track_slots), but that has
+            # not run on a GPU yet: until it has, the radix cache with wy needs the developer
+            # switch (the GPU case ddtree8-qwen35-wy-radix sets it).
+            if sa.enable_mamba_extra_buffer() and os.environ.get(WY_RADIX_ENV) != "1":
                 raise NotImplementedError(
-                    "--speculative-ddtree-gdn-mode wy does not commit prefix-cache state tracking "
+                    "--speculative-ddtree-gdn-mode wy does not serve prefix-cache state tracking "
                     f"(--mamba-radix-cache-strategy {sa.mamba_radix_cache_strategy}) yet; add "
                     "--disable-radix-cache, or use --speculative-ddtree-gdn-mode snapshot."
                 )
@@ -351,7 +359,7 @@ class DDTreeWorker(DFlashWorkerV2):
             verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
         if self._need_mamba_verify_commit and not snapshot:
             verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
-        seq_lens_pre_verify = prefix_lens.clone() if snapshot else None
+        seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
         target_out = self._target_verify(batch, verify_input, window.reshape(-1).contiguous(), width, timer)
         logits_output = target_out.logits_output
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
@@ -378,7 +386,12 @@ class DDTreeWorker(DFlashWorkerV2):
         if snapshot:
             self._commit_linear_state(batch, acc, seq_lens_pre_verify, commit_lens, width)
         elif self._need_mamba_verify_commit:
-            wy_commit(verify_input.ddtree_wy, acc.accepted, acc.accept_len)
+            ith = self._track_path_index(batch, seq_lens_pre_verify, commit_lens)
+            if ith is None:
+                wy_commit(verify_input.ddtree_wy, acc.accepted, acc.accept_len)
+            else:
+                wy_commit(verify_input.ddtree_wy, acc.accepted, acc.accept_len,
+                          track_slots=batch.mamba_track_indices[: ith.shape[0]], track_at=ith)
         out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=device)
         out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
 
@@ -432,17 +445,10 @@ class DDTreeWorker(DFlashWorkerV2):
         attn_backend = rt.attn_backend if rt is not None else self.target_worker.model_runner.attn_backend
         last_node = acc.accepted.gather(1, acc.accept_len.long().unsqueeze(1)).squeeze(1)
         steps_to_track = None
-        if batch.mamba_track_indices is not None:
-            # Prefix-cache state tracking: the path token that lands on a tracking boundary.
-            from sglang.srt.runtime_context import get_exec
-
-            interval = get_exec().mamba.mamba_track_interval
-            new_lens = seq_lens_pre_verify + commit_lens.to(seq_lens_pre_verify.dtype)
-            crosses = seq_lens_pre_verify // interval != new_lens // interval
-            ith = torch.clamp(new_lens // interval * interval - seq_lens_pre_verify - 1, min=0).long()
-            ok = crosses & (ith < commit_lens.long())
-            node = acc.accepted.gather(1, ith.clamp(max=acc.accepted.shape[1] - 1).unsqueeze(1)).squeeze(1)
-            steps_to_track = torch.where(ok, node.long(), torch.full_like(node.long(), -1))
+        ith = self._track_path_index(batch, seq_lens_pre_verify, commit_lens)
+        if ith is not None:  # sglang's per-node scratch is indexed by verify position
+            node = acc.accepted.gather(1, ith.clamp(0, acc.accepted.shape[1] - 1).unsqueeze(1)).squeeze(1).long()
+            steps_to_track = torch.where(ith >= 0, node, torch.full_like(node, -1))
         attn_backend.update_mamba_state_after_mtp_verify(
             last_correct_step_indices=last_node.long(),
             mamba_track_indices=batch.mamba_track_indices,
@@ -450,6 +456,22 @@ class DDTreeWorker(DFlashWorkerV2):
             model=self.target_worker.model_runner.model,
             req_pool_indices=batch.req_pool_indices[: commit_lens.shape[0]],
         )
+
+    @staticmethod
+    def _track_path_index(batch, seq_lens_pre_verify, commit_lens) -> Optional[torch.Tensor]:
+        """Prefix-cache state tracking (sglang's mamba extra buffer): ``[bs]`` the index on the
+        accepted path of the token that lands on a tracking boundary (its state is the one the
+        radix cache keeps), -1 where this step crosses none; None when nothing is tracked."""
+        if batch.mamba_track_indices is None:
+            return None
+        from sglang.srt.runtime_context import get_exec
+
+        interval = get_exec().mamba.mamba_track_interval
+        new_lens = seq_lens_pre_verify + commit_lens.to(seq_lens_pre_verify.dtype)
+        crosses = seq_lens_pre_verify // interval != new_lens // interval
+        ith = torch.clamp(new_lens // interval * interval - seq_lens_pre_verify - 1, min=0).long()
+        ok = crosses & (ith < commit_lens.long())
+        return torch.where(ok, ith, torch.full_like(ith, -1))
 
     def _oracle_replay(self, batch, prefix_lens, root, acc, width) -> None:
         """Re-check this step (core/oracle_check.py): replay what it committed as a causal

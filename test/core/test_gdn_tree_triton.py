@@ -384,10 +384,10 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
     A_log = torch.randn(HV) * 0.5
     dt_bias = torch.randn(HV) * 0.5
     if conv_layout == "channel_fastest":
-        conv_pool = torch.randn(6, W - 1, C).to(dtype).transpose(1, 2)
+        conv_pool = torch.randn(7, W - 1, C).to(dtype).transpose(1, 2)
     else:
-        conv_pool = torch.randn(6, C, W - 1).to(dtype)
-    ssm = torch.randn(6, HV, V, K) * 0.3
+        conv_pool = torch.randn(7, C, W - 1).to(dtype)
+    ssm = torch.randn(7, HV, V, K) * 0.3
     slots = torch.tensor([4, 1, 5, 2])
 
     layer = types.SimpleNamespace(
@@ -443,15 +443,25 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
         accepted[r, : len(path)] = torch.tensor(path)
         accept_len[r] = len(path) - 1
         picks.append(path)
-    # A slot no request owns must stay as it was.
-    untouched = [i for i in range(6) if i not in slots.tolist()]
-    gdn_wy.wy_commit(wy, accepted.to(DEV), accept_len.to(DEV))
+    # Prefix-cache tracking: request 0 keeps the state after its path index 1 in slot 0, request
+    # 2 the root's in slot 3; requests 1 and 3 cross no boundary (-1). Any other slot no request
+    # owns must stay as it was.
+    track_slots, track_at = torch.tensor([0, 0, 3, 3]), torch.tensor([1, -1, 0, -1])
+    untouched = [i for i in range(7) if i not in slots.tolist() and i not in (0, 3)]
+    assert untouched == [6]
+    gdn_wy.wy_commit(wy, accepted.to(DEV), accept_len.to(DEV), track_slots=track_slots.to(DEV),
+                     track_at=track_at.to(DEV))
     assert wy.saved == {}
     st, cv = cache.temporal.cpu(), cache.conv[0].cpu()
     for r, path in enumerate(picks):
         assert _rel(st[slots[r]], ref_states[r][path[-1]].transpose(-1, -2)) < tol, r
         want = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], conv_pool[slots[r]], torch.tensor(path))
         assert torch.equal(cv[slots[r]], want), r
+    for r, t in ((0, 1), (2, 0)):  # the tracked states, from the pre-commit slot contents
+        dst, path = int(track_slots[r]), picks[r][: t + 1]
+        assert _rel(st[dst], ref_states[r][path[-1]].transpose(-1, -2)) < tol, r
+        want = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], conv_pool[slots[r]], torch.tensor(path))
+        assert torch.equal(cv[dst], want), r
     assert torch.equal(st[untouched], ssm[untouched]) and torch.equal(cv[untouched], conv_pool[untouched])
 
 

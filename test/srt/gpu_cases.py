@@ -39,6 +39,10 @@ REF_NEW = 40
 MIXED_NEW = [40, 17, 33, 9]
 # The oracle case: every step accepts a full 15-deep path, so 1 + 2 * 16 tokens take 2 steps.
 ORACLE_NEW = 33
+# Radix-cache reruns (``radix_rerun``): prompts extended by the plain output's first RERUN_AT
+# tokens, with a tracking interval that the first round crosses in decode steps.
+RERUN_AT = 20
+TRACK_INTERVAL = 16
 
 
 def _path(name: str) -> str:
@@ -183,6 +187,13 @@ CASES = {
     # (compat/verify_widths.py), on both targets and both GDN modes.
     "ddtree-auto-llama": ("llama", lambda: _auto("llama"), {"auto": True}),
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
+    # wy mode with the radix cache: the commit also writes the tracked state (compat/gdn_wy.py
+    # wy_commit), behind the developer switch until this case has passed on a GPU.
+    "ddtree8-qwen35-wy-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          mamba_track_interval=TRACK_INTERVAL), {
+        "radix_rerun": True, "env": {"SGLANG_DDTREE_WY_RADIX": "1"}}),
+    "ddtree8-qwen35-radix": ("qwen35", lambda: _ddtree(8, "qwen35", mamba_track_interval=TRACK_INTERVAL),
+                             {"radix_rerun": True}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
 }
@@ -198,12 +209,13 @@ ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
 # diagnostics (cross-check, synchronous launches, scheduling variants) and budget 128 in wy mode,
 # budget 128 on the hybrid through sglang's per-node path (its tree conv kernel compiles an
 # unrolled loop over the verify width: the graph capture took 387 s on the H200), and budget auto
-# with per-width verify graphs (new in session 6, not yet run on a GPU). wy mode itself is in the
+# with per-width verify graphs and the radix-cache reruns (new in session 6, not yet run on a
+# GPU). wy mode itself is in the
 # smoke suite since it matched plain decoding on the H200 (RESULTS.md session 6).
 WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
             "ddtree16-qwen35-wy-oracle-sibling")
 PREVIEW = tuple(n for n in CASES if ("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
-                or n.startswith("ddtree-auto") or n == "ddtree128-qwen35")
+                or n.startswith("ddtree-auto") or n.endswith("-radix") or n == "ddtree128-qwen35")
 SMOKE = tuple(n for n in CASES if n not in PREVIEW)
 
 
@@ -301,6 +313,16 @@ def run_case(name: str, out: Path) -> dict:
         else:
             outs = engine.generate(input_ids=PROMPTS, sampling_params=params, **extra)
         gen = time.time() - t1
+        rerun = None
+        if checks.get("radix_rerun"):
+            # Prompts extended by the plain run's first RERUN_AT tokens: their prefixes are in the
+            # radix cache from the first round, past a tracking boundary (mamba_track_interval),
+            # so the linear-attention state restarts from a state the decode steps tracked.
+            ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]
+            r = engine.generate(input_ids=[p + o[:RERUN_AT] for p, o in zip(PROMPTS, ref)],
+                                sampling_params=[dict(temperature=0.0, max_new_tokens=REF_NEW - RERUN_AT)] * len(PROMPTS))
+            rerun = dict(output_ids=[o["output_ids"] for o in r],
+                         cached_tokens=[o["meta_info"].get("cached_tokens", 0) for o in r])
         try:
             info = engine.get_server_info()
         except Exception as e:  # metrics are reported, never the reason a case fails
@@ -315,6 +337,7 @@ def run_case(name: str, out: Path) -> dict:
               for o in outs] if plain else None,
         avg_spec_accept_length=(info.get("internal_states") or [{}])[0].get("avg_spec_accept_length"),
         ddtree=(info.get("internal_states") or [{}])[0].get("ddtree"),
+        rerun=rerun,
     )
     (out / f"{name}.json").write_text(json.dumps(rec))
     return rec
@@ -435,6 +458,12 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
         assert dd.get("verify_cuda_graph_steps") == dd.get("steps") > 0, dd
         used = (dd.get("budget_policy") or {}).get("steps_by_choice") or {}
         assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
+    if checks.get("radix_rerun"):  # the rerun restarted from cached, tracked state, losslessly
+        rr = rec["rerun"]
+        assert all(c >= TRACK_INTERVAL for c in rr["cached_tokens"][:3]), rr["cached_tokens"]
+        for got, r, top2 in zip(rr["output_ids"], ref["output_ids"], ref["top2"]):
+            c = compare_to_reference(got, r[RERUN_AT:], top2[RERUN_AT:])
+            assert c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]), c
     if checks.get("known_bad") and not passed:
         return f"known: {checks['known_bad']} ({cmp})"
     for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run

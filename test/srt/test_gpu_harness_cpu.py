@@ -53,6 +53,27 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
             gpu_cases.assert_speculative(results(bad), "ddtree-auto-llama")
 
 
+def test_radix_rerun_needs_cached_tracked_state_and_the_plain_continuation():
+    ref = [list(range(i, i + 40)) for i in range(4)]
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
+    plain = dict(name="plain-qwen35", model="qwen35", rc=0, output_ids=ref, top2=top, graphs=["target decode"])
+    new = gpu_cases.MIXED_NEW
+    at = gpu_cases.RERUN_AT
+
+    def results(rerun):
+        rec = dict(name="ddtree8-qwen35-radix", model="qwen35", rc=0, max_new_tokens=new, graphs=["target verify"],
+                   output_ids=[r[:n] for r, n in zip(ref, new)], meta_info=[{}] * 4,
+                   ddtree={"steps": 9, "verify_cuda_graph_steps": 9}, rerun=rerun)
+        return {"plain-qwen35": plain, "ddtree8-qwen35-radix": rec}
+
+    good = dict(output_ids=[r[at:] for r in ref], cached_tokens=[16, 16, 32, 5])
+    assert gpu_cases.assert_speculative(results(good), "ddtree8-qwen35-radix") is None
+    for bad in (dict(good, cached_tokens=[16, 0, 32, 5]),  # a rerun that recomputed its prefix
+                dict(good, output_ids=[r[at:] for r in ref[:3]] + [[99] * 20])):  # a wrong continuation
+        with pytest.raises(AssertionError):
+            gpu_cases.assert_speculative(results(bad), "ddtree8-qwen35-radix")
+
+
 def test_placeholders_only_for_modules_that_fail(monkeypatch):
     missing = "sglang_ddtree_test_no_such_backend"
     monkeypatch.setattr(trimmed_bundle, "ISINSTANCE_ONLY", {missing: ("SomeBackend",), "json": ("JSONDecoder",)})

@@ -132,10 +132,16 @@ def _work_views(wy: WyVerifyState, layer_id: int, mixed_qkv: torch.Tensor, hv: i
     return x, bufs[1][:bs], bufs[2][:bs]
 
 
-def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor) -> None:
+def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor,
+              track_slots: Optional[torch.Tensor] = None, track_at: Optional[torch.Tensor] = None) -> None:
     """Write every verified layer's state of the last accepted node (recurrent state and conv
     window) into the requests' slots. ``accepted [bs, P]`` verify positions of the path, root
-    first, -1 padded; ``accept_len [bs]`` accepted drafts."""
+    first, -1 padded; ``accept_len [bs]`` accepted drafts.
+
+    Prefix-cache state tracking (sglang's mamba extra buffer): ``track_slots [bs]`` the requests'
+    tracking slots and ``track_at [bs]`` the path index whose state the radix cache keeps (-1:
+    none this step); that state is written into the tracking slot first, from the same committed
+    state the main commit then advances."""
     from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit_from_x
 
     if not wy.saved:  # the hook did not run: committing nothing would silently freeze the state
@@ -146,7 +152,16 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
                        len(wy.check), *_worst(wy.check))
         wy.check.clear()
     committed = []
+    dst = None
+    if track_slots is not None:
+        track_at = track_at.to(accept_len.dtype)
+        dst = torch.where(track_at >= 0, track_slots.to(torch.int64), -1)
+        track_len = track_at.clamp(min=0)
     for layer, cache, slots, u, G, x in wy.saved.values():
+        if dst is not None:  # reads the request's committed slot: before the main commit
+            tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
+                                   layer.q_dim, layer.num_k_heads, accepted, track_len, dst_idx=dst)
+            tree_conv_commit(x, cache.conv[0], slots, accepted, track_len, dst_idx=dst)
         # The recurrent commit reads the committed conv state: before the conv commit.
         tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
                                layer.q_dim, layer.num_k_heads, accepted, accept_len)

@@ -346,17 +346,21 @@ def _tree_gdn_commit_kernel(
 
 @triton.jit
 def _tree_gdn_commit_from_x_kernel(
-    state, state_idx, u_buf, g_buf, x, w, bias, conv_state, accepted, accept_len,
+    state, state_idx, u_buf, g_buf, x, w, bias, conv_state, accepted, accept_len, dst_idx,
     N, C, k_off, s_slot, s_c, s_w,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, KW: tl.constexpr,
     P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PX: tl.constexpr, PS: tl.constexpr,
+    PX: tl.constexpr, PS: tl.constexpr, HAS_DST: tl.constexpr,
 ):
     """``_tree_gdn_commit_kernel`` without the saved keys: each path node's key is recomputed
     from the layer's pre-conv inputs ``x [T, C]`` (channels ``k_off + h * K ..``), the conv
     weights and the request's *committed* conv state (read before the conv commit rewrites
     it), exactly as ``_tree_conv_kernel`` formed it (same tap order, fp32, rounded to x's dtype),
-    then SiLU and L2-normalised as the verify did."""
+    then SiLU and L2-normalised as the verify did. ``HAS_DST``: the state is written to slot
+    ``dst_idx[b]`` instead of the request's own (-1: nothing written), e.g. prefix-cache tracking."""
+    if HAS_DST:
+        if tl.load(dst_idx + tl.program_id(1) // HV) < 0:
+            return
     i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
         state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
     slot = tl.load(state_idx + i_b).to(tl.int64)
@@ -383,6 +387,9 @@ def _tree_gdn_commit_from_x_kernel(
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w_t * kn[:, None] * u[None, :]
+    if HAS_DST:
+        dst = tl.load(dst_idx + i_b).to(tl.int64)
+        p_s = state + ((dst * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
     tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
 
 
@@ -436,12 +443,15 @@ def _tree_conv_kernel(
 
 @triton.jit
 def _tree_conv_commit_kernel(
-    x, conv_state, state_idx, accepted, accept_len,
+    x, conv_state, state_idx, accepted, accept_len, dst_idx,
     N, C, s_slot, s_c, s_w,
-    KW: tl.constexpr, P: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr,
+    KW: tl.constexpr, P: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr, HAS_DST: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_b = tl.program_id(1)
+    if HAS_DST:
+        if tl.load(dst_idx + i_b) < 0:
+            return
     o_c = i_c * BC + tl.arange(0, BC)
     o_w = tl.arange(0, BW)
     m_c = o_c < C
@@ -459,6 +469,8 @@ def _tree_conv_commit_kernel(
     xv = tl.load(x + (i_b * N + tl.maximum(node, 0))[None, :] * C + o_c[:, None],
                  mask=m_c[:, None] & (m_w & ~from_state)[None, :], other=0.0)
     new = tl.where(from_state[None, :], old, xv.to(old.dtype))
+    if HAS_DST:
+        p_s = conv_state + tl.load(dst_idx + i_b).to(tl.int64) * s_slot + o_c[:, None] * s_c + o_w[None, :] * s_w
     tl.debug_barrier()  # every old column is read before any is overwritten
     tl.store(p_s, new.to(conv_state.dtype.element_ty), mask=m_c[:, None] & m_w[None, :])
 
@@ -582,12 +594,13 @@ def _conv_product_dtypes(x, weight, conv_state) -> dict:
 
 
 def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, k_offset: int, num_k_heads: int,
-                           accepted, accept_len, block_v: int = 32) -> None:
+                           accepted, accept_len, block_v: int = 32, dst_idx=None) -> None:
     """:func:`tree_gdn_commit` that recomputes the path's keys from the pre-conv inputs
     ``x [T, C]`` (key channels start at ``k_offset``, ``num_k_heads`` heads of ``K`` = the
     state's key dim), conv ``weight [C, W]``/``bias`` and the request's conv state, so the
     verify need not keep the keys (SiLU conv, as sglang's GDN layers). Call it *before*
-    :func:`tree_conv_commit` rewrites the conv state."""
+    :func:`tree_conv_commit` rewrites the conv state. ``dst_idx [bs]``: write request ``b``'s
+    state into slot ``dst_idx[b]`` instead of its own (-1: skip it); its own slot is only read."""
     bs, N, HV, V = u.shape
     K = state.shape[-1]
     C, KW = weight.shape
@@ -597,10 +610,16 @@ def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, 
     _tree_gdn_commit_from_x_kernel[(triton.cdiv(V, BV), bs * HV)](
         state, state_idx.to(torch.int32).contiguous(), u, G, x.contiguous(), weight.contiguous(),
         bias if bias is not None else weight, conv_state, accepted.to(torch.int32).contiguous(),
-        accept_len.to(torch.int32).contiguous(), N, C, int(k_offset), *conv_state.stride(),
+        accept_len.to(torch.int32).contiguous(), _dst(dst_idx, state_idx), N, C, int(k_offset), *conv_state.stride(),
         H=int(num_k_heads), HV=HV, K=K, V=V, KW=KW, P=P, BK=BK, BV=BV, HAS_BIAS=bias is not None,
-        **_conv_product_dtypes(x, weight, conv_state), num_warps=4,
+        **_conv_product_dtypes(x, weight, conv_state), HAS_DST=dst_idx is not None, num_warps=4,
     )
+
+
+def _dst(dst_idx, state_idx):
+    """The destination-slot argument of the commit kernels (``state_idx`` as a placeholder when
+    there is none: the kernel does not read it then)."""
+    return (dst_idx if dst_idx is not None else state_idx).to(torch.int32).contiguous()
 
 
 def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
@@ -619,13 +638,15 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
     return out
 
 
-def tree_conv_commit(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64) -> None:
-    """New conv state (last W-1 inputs along the accepted path) written in place."""
+def tree_conv_commit(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64, dst_idx=None) -> None:
+    """New conv state (last W-1 inputs along the accepted path) written in place, or into slot
+    ``dst_idx[b]`` (-1: skip) with the request's own slot only read."""
     bs = accepted.shape[0]
     N = x.shape[0] // bs
     C, W1 = conv_state.shape[1], conv_state.shape[2]
     _tree_conv_commit_kernel[(triton.cdiv(C, block_c), bs)](
         x.contiguous(), conv_state, state_idx.to(torch.int32).contiguous(),
-        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N, C,
-        *conv_state.stride(), KW=W1 + 1, P=accepted.shape[1], BC=block_c, BW=max(2, triton.next_power_of_2(W1)),
+        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), _dst(dst_idx, state_idx),
+        N, C, *conv_state.stride(), KW=W1 + 1, P=accepted.shape[1], BC=block_c,
+        BW=max(2, triton.next_power_of_2(W1)), HAS_DST=dst_idx is not None,
     )
