@@ -199,7 +199,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
-    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split"], help="also time these tree_gdn_verify impls")
+    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "inverse"], help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="also time the GDN verify alone as impl:block_t:block_v[:num_warps] (e.g. split:16:64:8)")
     ap.add_argument("--no-upstream", action="store_true")
@@ -213,7 +213,7 @@ def main():
     if a.smoke:
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
         a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
-        a.alt_impls = ["split"]
+        a.alt_impls = ["split", "inverse"]
         a.variants = a.variants or ["split:32:16", "fused:16:16:8"]
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,

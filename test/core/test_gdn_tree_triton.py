@@ -119,9 +119,10 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
+IMPLS = ["fused", "split", "inverse"]
 
 
-@pytest.mark.parametrize("impl", ["fused", "split"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
 @pytest.mark.parametrize("n", [16, 23, 40])
@@ -271,7 +272,7 @@ def test_tree_conv_and_commit_match_path_reference(kern, n):
     assert torch.equal(st[1], pool[1])  # a slot no request owns is untouched
 
 
-@pytest.mark.parametrize("impl", ["fused", "split"])
+@pytest.mark.parametrize("impl", IMPLS)
 @kernels_here
 def test_strong_decay_on_bushy_trees_stays_finite(kern, impl):
     """Gates as a real model produces them: g ~ -20 per token. Between nodes of *different*
@@ -290,7 +291,7 @@ def test_strong_decay_on_bushy_trees_stays_finite(kern, impl):
     assert torch.isfinite(o32).all()
 
 
-@pytest.mark.parametrize("impl", ["fused", "split"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("block_t,block_v,num_warps", [(32, 32, 4), (16, 16, 4), (32, 64, 4), (16, 64, 8)])
 @kernels_here
 def test_tree_gdn_verify_block_shapes(kern, impl, block_t, block_v, num_warps):

@@ -42,6 +42,11 @@ CHECK_ENV = "SGLANG_DDTREE_WY_CHECK"
 PRECISION_ENV = "SGLANG_DDTREE_WY_PRECISION"
 
 
+# Developer knob: the tree verify's implementation (kernels/gdn_tree_triton.py ``impl``:
+# "auto" default, "fused", "split", "inverse"), to time them inside the engine.
+IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
+
+
 def wy_check_enabled() -> bool:
     return os.environ.get(CHECK_ENV) == "1"
 
@@ -108,7 +113,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out)
+                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out,
+                              impl=os.environ.get(IMPL_ENV, "auto"))
     wy.saved[layer.layer_id] = (layer, cache, slots, u, G, mixed_qkv)
     return o
 

@@ -299,6 +299,148 @@ def _tree_gdn_solve_kernel(
 
 
 @triton.jit
+def _tree_inverse_kernel(
+    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, p_buf,
+    N,
+    H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """impl "inverse", first pass, grid (bs * HV): the V-independent part of the solve for one
+    request and value head. With ``A`` the strictly lower ``[N, N]`` matrix of
+    ``beta_i exp(G_i - G_j) kn_i.kn_j`` over ancestor pairs and ``Qc`` that of
+    ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` and ``P = Qc T``, so that
+    the verify is ``u = T rhs`` and ``o = exp(G) qS + P rhs`` with
+    ``rhs = beta (v - exp(G) kS)`` (``_tree_gdn_apply_kernel``). T is built by block rows
+    (``T_ic = T_ii (delta_ic I - sum_{c <= j < i} A_ij T_jc)``), each diagonal inverse by the
+    same squaring as ``_chunk_solve``. Only blocks on or below the diagonal are written. Also
+    stores the path decays G."""
+    i_bh = tl.program_id(0)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    o_t = tl.arange(0, BT)
+    eye = o_t[:, None] == o_t[None, :]
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    tok0 = i_b * N
+    anc_b = anc + i_b.to(tl.int64) * N * N
+    pair0 = (i_b * H + i_h).to(tl.int64) * N * N
+    mat0 = i_bh.to(tl.int64) * N * N
+    for i in range(NT):
+        rows = i * BT + o_t
+        m_r = rows < N
+        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
+        tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+    tl.debug_barrier()
+    for i in range(NT):
+        rows = i * BT + o_t
+        m_r = rows < N
+        G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
+        b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+        beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+        m_p = m_r[:, None] & m_r[None, :]
+        kk = tl.load(kk_buf + pair0 + rows[:, None] * N + rows[None, :], mask=m_p, other=0.0)
+        # Finite off the ancestor pairs too (kk is 0 there), as in _chunk_solve.
+        dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
+        A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
+        T_ii = tl.where(eye, 1.0, 0.0) - A_ii
+        Ap = A_ii
+        for _ in tl.static_range(NSQ):  # (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...
+            Ap = tl.dot(Ap, Ap, input_precision=PREC)
+            T_ii = T_ii + tl.dot(Ap, T_ii, input_precision=PREC)
+        for c in range(i + 1):
+            cols = c * BT + o_t
+            m_c = cols < N
+            X = tl.where(eye & (c == i), 1.0, 0.0)
+            for j in range(c, i):
+                rows_j = j * BT + o_t
+                m_j = rows_j < N
+                G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
+                m_ij = m_r[:, None] & m_j[None, :]
+                kk_ij = tl.load(kk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
+                dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
+                T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
+                               other=0.0)
+                X -= tl.dot(beta_i[:, None] * dec_ij * kk_ij, T_jc, input_precision=PREC)
+            T_ic = tl.dot(T_ii, X, input_precision=PREC)
+            tl.store(t_buf + mat0 + rows[:, None] * N + cols[None, :], T_ic, mask=m_r[:, None] & m_c[None, :])
+        tl.debug_barrier()  # this block row of T is read back below
+        for c in range(i + 1):
+            cols = c * BT + o_t
+            m_c = cols < N
+            Y = tl.zeros([BT, BT], dtype=tl.float32)
+            for j in range(c, i + 1):
+                rows_j = j * BT + o_t
+                m_j = rows_j < N
+                G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
+                m_ij = m_r[:, None] & m_j[None, :]
+                qk_ij = tl.load(qk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
+                dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
+                T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
+                               other=0.0)
+                Y += tl.dot(qk_ij * dec_ij, T_jc, input_precision=PREC)
+            tl.store(p_buf + mat0 + rows[:, None] * N + cols[None, :], Y, mask=m_r[:, None] & m_c[None, :])
+        tl.debug_barrier()
+
+
+@triton.jit
+def _tree_gdn_apply_kernel(
+    q, k, v, b, state, state_idx, g_buf, t_buf, p_buf, o, u_buf, qs_buf,
+    N, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """impl "inverse", second pass, grid (V tiles, bs * HV): every chunk's right-hand side
+    ``rhs = beta (v - exp(G) kS)`` and ``exp(G) qS`` (chunks independent; rhs is kept in
+    ``u_buf``), then per chunk ``u_i = sum_{j <= i} T_ij rhs_j`` and
+    ``o_i = exp(G_i) qS_i + sum_{j <= i} P_ij rhs_j`` — products of independent blocks instead
+    of the fused walk's chain of dependent ones. The last chunk goes first, so ``u_i`` can
+    replace ``rhs_i``: later iterations read only earlier chunks."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    o_t = tl.arange(0, BT)
+    tok0 = i_b * N
+    p_q = q + (tok0 * H + i_h) * K
+    p_k = k + (tok0 * H + i_h) * K
+    mat0 = (i_b * HV + i_hv).to(tl.int64) * N * N
+    for j in range(NT):
+        rows = j * BT + o_t
+        m_r = rows < N
+        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
+        eG = tl.exp(tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0))
+        b_j = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+        beta = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_j)), 0.0)
+        off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
+        m_o = m_r[:, None] & m_v[None, :]
+        v_j = tl.load(v + off, mask=m_o, other=0.0).to(tl.float32)
+        tl.store(u_buf + off, beta[:, None] * (v_j - eG[:, None] * kS), mask=m_o)
+        tl.store(qs_buf + off, eG[:, None] * qS, mask=m_o)
+    tl.debug_barrier()
+    for i in range(NT - 1, -1, -1):
+        rows = i * BT + o_t
+        m_r = rows < N
+        off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
+        m_o = m_r[:, None] & m_v[None, :]
+        u_i = tl.zeros([BT, BV], dtype=tl.float32)
+        o_i = tl.load(qs_buf + off, mask=m_o, other=0.0)
+        for j in range(i + 1):
+            cols = j * BT + o_t
+            m_c = cols < N
+            rhs_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
+                            mask=m_c[:, None] & m_v[None, :], other=0.0)
+            m_p = m_r[:, None] & m_c[None, :]
+            T_ij = tl.load(t_buf + mat0 + rows[:, None] * N + cols[None, :], mask=m_p, other=0.0)
+            P_ij = tl.load(p_buf + mat0 + rows[:, None] * N + cols[None, :], mask=m_p, other=0.0)
+            u_i += tl.dot(T_ij, rhs_j, input_precision=PREC)
+            o_i += tl.dot(P_ij, rhs_j, input_precision=PREC)
+        tl.debug_barrier()  # every read of rhs_i is done before u_i replaces it
+        tl.store(o + off, o_i.to(o.dtype.element_ty), mask=m_o)
+        tl.store(u_buf + off, u_i, mask=m_o)
+        tl.debug_barrier()
+
+
+@triton.jit
 def _commit_prologue(state, state_idx, g_buf, accepted, accept_len, N,
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                      P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
@@ -511,7 +653,10 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
     chunk's state products on the way), "split" (all chunks' state products and decays in one
-    fully parallel pass, then the walk does only the substitution) or "auto" (:func:`pick_impl`).
+    fully parallel pass, then the walk does only the substitution), "inverse" (the solve's
+    V-independent part, ``(I + A)^-1`` and the output coupling, per request and head first;
+    then products of independent blocks, no dependent walk; not yet timed on a GPU) or "auto"
+    (:func:`pick_impl`).
     ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
     ``num_warps`` of the verify kernels (8 is not timed yet: fewer registers, no spills).
     ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
@@ -560,8 +705,20 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
             NT=NT, NSQ=block_t.bit_length() - 2, **common,
         )
+    elif impl == "inverse":
+        t_buf = torch.empty(bs, HV, N, N, dtype=torch.float32, device=dev)
+        p_buf = torch.empty_like(t_buf)
+        qs = torch.empty_like(u)
+        _tree_inverse_kernel[(bs * HV,)](
+            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, p_buf,
+            N, H=H, HV=HV, BT=block_t, NT=NT, NSQ=block_t.bit_length() - 2, PREC=precision, num_warps=4,
+        )
+        _tree_gdn_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
+            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, p_buf,
+            o, u, qs, N, float(scale), NT=NT, BKC=min(BK, 32), **common,
+        )
     else:
-        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused' or 'split', got {impl!r}")
+        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split' or 'inverse', got {impl!r}")
     return o, u, G
 
 
