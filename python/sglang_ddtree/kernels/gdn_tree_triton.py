@@ -299,88 +299,127 @@ def _tree_gdn_solve_kernel(
 
 
 @triton.jit
+def _tree_decay_kernel(a, A_log, dt_bias, anc, g_buf, N, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr):
+    """impl "inverse", grid (bs * HV, chunks): the path decays G of one chunk's nodes."""
+    i_bh = tl.program_id(0)
+    i = tl.program_id(1)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    o_t = tl.arange(0, BT)
+    rows = i * BT + o_t
+    m_r = rows < N
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    tok0 = i_b * N
+    # All chunks: the bound must not depend on program_id (the interpreter needs a number).
+    G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, NT, rows, m_r, o_t, N, HV, BT)
+    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+
+
+@triton.jit
+def _diag_inverse(kk_buf, pair0, g_buf, b, tok0, i_hv, rows, m_r, o_t, eye, N,
+                  HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr):
+    """``(beta_i, G_i, (I + A_ii)^-1)`` of one chunk: A_ii strictly lower (parents precede
+    children), so A^BT = 0 and the inverse is (I - A)(I + A^2)(I + A^4)..."""
+    G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
+    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+    m_p = m_r[:, None] & m_r[None, :]
+    kk = tl.load(kk_buf + pair0 + rows[:, None] * N + rows[None, :], mask=m_p, other=0.0)
+    # Finite off the ancestor pairs too (kk is 0 there), as in _chunk_solve.
+    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
+    A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
+    T_ii = tl.where(eye, 1.0, 0.0) - A_ii
+    Ap = A_ii
+    for _ in tl.static_range(NSQ):
+        Ap = tl.dot(Ap, Ap, input_precision=PREC)
+        T_ii = T_ii + tl.dot(Ap, T_ii, input_precision=PREC)
+    return beta_i, G_i, T_ii
+
+
+@triton.jit
 def _tree_inverse_kernel(
-    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, p_buf,
+    b, kk_buf, qk_buf, g_buf, t_buf, p_buf,
     N,
     H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
     PREC: tl.constexpr,
 ):
-    """impl "inverse", first pass, grid (bs * HV): the V-independent part of the solve for one
-    request and value head. With ``A`` the strictly lower ``[N, N]`` matrix of
+    """impl "inverse", grid (bs * HV, chunks): the V-independent part of the solve, one block
+    column ``c`` of it per program. With ``A`` the strictly lower ``[N, N]`` matrix of
     ``beta_i exp(G_i - G_j) kn_i.kn_j`` over ancestor pairs and ``Qc`` that of
     ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` and ``P = Qc T``, so that
-    the verify is ``u = T rhs`` and ``o = exp(G) qS + P rhs`` with
-    ``rhs = beta (v - exp(G) kS)`` (``_tree_gdn_apply_kernel``). T is built by block rows
-    (``T_ic = T_ii (delta_ic I - sum_{c <= j < i} A_ij T_jc)``), each diagonal inverse by the
-    same squaring as ``_chunk_solve``. Only blocks on or below the diagonal are written. Also
-    stores the path decays G."""
+    the verify is ``u = T rhs`` and ``o = exp(G) qS + P rhs`` with ``rhs = beta (v - exp(G) kS)``
+    (``_tree_gdn_apply_kernel``). Block columns of T are independent:
+    ``T_ic = T_ii (delta_ic I - sum_{c <= j < i} A_ij T_jc)`` for i >= c. Blocks above the
+    diagonal are not written (never read)."""
     i_bh = tl.program_id(0)
+    c = tl.program_id(1)
     i_b = i_bh // HV
     i_hv = i_bh % HV
     i_h = i_hv // (HV // H)
     o_t = tl.arange(0, BT)
     eye = o_t[:, None] == o_t[None, :]
-    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
     tok0 = i_b * N
-    anc_b = anc + i_b.to(tl.int64) * N * N
     pair0 = (i_b * H + i_h).to(tl.int64) * N * N
     mat0 = i_bh.to(tl.int64) * N * N
+    cols = c * BT + o_t
+    m_c = cols < N
+    # (Loops start at 0 and skip to c: the interpreter needs loop bounds that do not depend
+    # on program_id.)
     for i in range(NT):
-        rows = i * BT + o_t
-        m_r = rows < N
-        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
-        tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
-    tl.debug_barrier()
+        if i >= c:
+            _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, eye, N,
+                           HV, BT, NSQ, PREC)
+            tl.debug_barrier()  # later rows of this column read it back
     for i in range(NT):
-        rows = i * BT + o_t
-        m_r = rows < N
-        G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
-        b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-        beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
-        m_p = m_r[:, None] & m_r[None, :]
-        kk = tl.load(kk_buf + pair0 + rows[:, None] * N + rows[None, :], mask=m_p, other=0.0)
-        # Finite off the ancestor pairs too (kk is 0 there), as in _chunk_solve.
-        dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
-        A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
-        T_ii = tl.where(eye, 1.0, 0.0) - A_ii
-        Ap = A_ii
-        for _ in tl.static_range(NSQ):  # (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...
-            Ap = tl.dot(Ap, Ap, input_precision=PREC)
-            T_ii = T_ii + tl.dot(Ap, T_ii, input_precision=PREC)
-        for c in range(i + 1):
-            cols = c * BT + o_t
-            m_c = cols < N
-            X = tl.where(eye & (c == i), 1.0, 0.0)
-            for j in range(c, i):
-                rows_j = j * BT + o_t
-                m_j = rows_j < N
-                G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
-                m_ij = m_r[:, None] & m_j[None, :]
-                kk_ij = tl.load(kk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
-                dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-                T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
-                               other=0.0)
-                X -= tl.dot(beta_i[:, None] * dec_ij * kk_ij, T_jc, input_precision=PREC)
-            T_ic = tl.dot(T_ii, X, input_precision=PREC)
-            tl.store(t_buf + mat0 + rows[:, None] * N + cols[None, :], T_ic, mask=m_r[:, None] & m_c[None, :])
-        tl.debug_barrier()  # this block row of T is read back below
-        for c in range(i + 1):
-            cols = c * BT + o_t
-            m_c = cols < N
-            Y = tl.zeros([BT, BT], dtype=tl.float32)
-            for j in range(c, i + 1):
-                rows_j = j * BT + o_t
-                m_j = rows_j < N
-                G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
-                m_ij = m_r[:, None] & m_j[None, :]
-                qk_ij = tl.load(qk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
-                dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-                T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
-                               other=0.0)
-                Y += tl.dot(qk_ij * dec_ij, T_jc, input_precision=PREC)
-            tl.store(p_buf + mat0 + rows[:, None] * N + cols[None, :], Y, mask=m_r[:, None] & m_c[None, :])
-        tl.debug_barrier()
+        if i >= c:
+            _coupling_block(qk_buf, pair0, g_buf, t_buf, p_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, N, HV, BT, PREC)
+
+
+@triton.jit
+def _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, eye, N,
+                   HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr):
+    """Block ``T_ic`` (i >= c) from the blocks ``T_jc``, c <= j < i, already in ``t_buf``."""
+    rows = i * BT + o_t
+    m_r = rows < N
+    beta_i, G_i, T_ii = _diag_inverse(kk_buf, pair0, g_buf, b, tok0, i_hv, rows, m_r, o_t, eye, N,
+                                      HV, BT, NSQ, PREC)
+    X = tl.where(eye & (c == i), 1.0, 0.0)
+    for j in range(i):
+        # Blocks j < c of column c are zero: masked out rather than skipped (the loop
+        # bound must not depend on program_id).
+        rows_j = j * BT + o_t
+        m_j = (rows_j < N) & (j >= c)
+        G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
+        m_ij = m_r[:, None] & m_j[None, :]
+        kk_ij = tl.load(kk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
+        dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
+        T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
+                       other=0.0)
+        X -= tl.dot(beta_i[:, None] * dec_ij * kk_ij, T_jc, input_precision=PREC)
+    tl.store(t_buf + mat0 + rows[:, None] * N + cols[None, :], tl.dot(T_ii, X, input_precision=PREC),
+             mask=m_r[:, None] & m_c[None, :])
+
+
+@triton.jit
+def _coupling_block(qk_buf, pair0, g_buf, t_buf, p_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, N,
+                    HV: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Block ``P_ic = sum_{c <= j <= i} Qc_ij T_jc`` (i >= c)."""
+    rows = i * BT + o_t
+    m_r = rows < N
+    G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
+    Y = tl.zeros([BT, BT], dtype=tl.float32)
+    for j in range(i + 1):
+        rows_j = j * BT + o_t
+        m_j = (rows_j < N) & (j >= c)
+        G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
+        m_ij = m_r[:, None] & m_j[None, :]
+        qk_ij = tl.load(qk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
+        dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
+        T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
+                       other=0.0)
+        Y += tl.dot(qk_ij * dec_ij, T_jc, input_precision=PREC)
+    tl.store(p_buf + mat0 + rows[:, None] * N + cols[None, :], Y, mask=m_r[:, None] & m_c[None, :])
 
 
 @triton.jit
@@ -709,8 +748,10 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         t_buf = torch.empty(bs, HV, N, N, dtype=torch.float32, device=dev)
         p_buf = torch.empty_like(t_buf)
         qs = torch.empty_like(u)
-        _tree_inverse_kernel[(bs * HV,)](
-            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, p_buf,
+        _tree_decay_kernel[(bs * HV, NT)](a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, G, N,
+                                          HV=HV, BT=block_t, NT=NT, num_warps=4)
+        _tree_inverse_kernel[(bs * HV, NT)](
+            b.contiguous(), kk, qk, G, t_buf, p_buf,
             N, H=H, HV=HV, BT=block_t, NT=NT, NSQ=block_t.bit_length() - 2, PREC=precision, num_warps=4,
         )
         _tree_gdn_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
