@@ -25,12 +25,25 @@ from typing import Dict, List, Optional, Tuple
 CONFIG_ORDER = ("no-spec", "DFLASH")
 
 
+# Configurations whose acceptance is another's by construction: DDTREE-chain verifies the rank-0
+# draft of every depth, which is exactly the DFLASH chain (greedy). DDTREE-auto has none (a mix
+# of choices per step): it gets step costs only.
+SAME_ACCEPTANCE = {"DDTREE-chain": "DFLASH"}
+
+
+def _budget(cfg: str) -> Optional[int]:
+    tail = cfg.split("-", 1)[1] if cfg.startswith("DDTREE-") else ""
+    return int(tail) if tail.isdigit() else None
+
+
 def _config_key(cfg: str) -> Tuple[int, int]:
     if cfg in CONFIG_ORDER:
         return (CONFIG_ORDER.index(cfg), 0)
-    if cfg.startswith("DDTREE-"):
-        return (len(CONFIG_ORDER), int(cfg.split("-", 1)[1]))
-    return (len(CONFIG_ORDER) + 1, 0)
+    if cfg == "DDTREE-chain":
+        return (len(CONFIG_ORDER), 0)
+    if _budget(cfg) is not None:
+        return (len(CONFIG_ORDER) + 1, _budget(cfg))
+    return (len(CONFIG_ORDER) + 2, 0)
 
 
 def load_step_cost(paths: List[Path], logs: List[Path]) -> Tuple[dict, Dict[Tuple[str, int], float]]:
@@ -76,9 +89,10 @@ def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tup
     """Projected tokens/s per request and the ratio to DFLASH at the same concurrency."""
     out = {}
     for (cfg, c), m in ms.items():
-        if cfg not in tpf:
+        acc = cfg if cfg in tpf else SAME_ACCEPTANCE.get(cfg)
+        if acc not in tpf:
             continue
-        out[(cfg, c)] = {"tokens_per_s": tpf[cfg] / m * 1e3}
+        out[(cfg, c)] = {"tokens_per_s": tpf[acc] / m * 1e3}
     for (cfg, c), r in out.items():
         base = out.get(("DFLASH", c))
         if base:
@@ -106,7 +120,9 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> st
     parts.append(_table(["config"] + [f"ms/step, conc {c}" for c in concs],
                         [[cfg] + [fmt(ms.get((cfg, c)), "{:.2f}") for c in concs] for cfg in cfgs]))
     parts.append("")
-    parts.append(_table(["config", "tokens per target forward"], [[cfg, fmt(tpf.get(cfg), "{:.3f}")] for cfg in cfgs]))
+    parts.append(_table(["config", "tokens per target forward"], [
+        [cfg, fmt(tpf.get(cfg), "{:.3f}") if cfg in tpf or cfg not in SAME_ACCEPTANCE
+         else f"{fmt(tpf.get(SAME_ACCEPTANCE[cfg]), '{:.3f}')} ({SAME_ACCEPTANCE[cfg]}'s: same drafts)"] for cfg in cfgs]))
     parts.append("")
     rows = []
     for cfg in cfgs:
@@ -132,15 +148,15 @@ def plot(ms: dict, proj: dict, hist: dict, png: Path) -> bool:
     concs = sorted({c for _, c in ms})
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for c in concs:
-        pts = sorted((int(cfg.split("-")[1]), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
-                     if cc == c and cfg.startswith("DDTREE-"))
+        pts = sorted((_budget(cfg), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
+                     if cc == c and _budget(cfg) is not None)
         if pts:
             line = ax[0].plot(*zip(*pts), marker="o", label=f"DDTREE, conc {c}")[0]
             if ("DFLASH", c) in proj:
                 ax[0].axhline(proj[("DFLASH", c)]["tokens_per_s"], ls="--", color=line.get_color(),
                               label=f"DFLASH, conc {c}")
-        rpts = sorted((int(cfg.split("-")[1]), p["vs_dflash"]) for (cfg, cc), p in proj.items()
-                      if cc == c and cfg.startswith("DDTREE-") and "vs_dflash" in p)
+        rpts = sorted((_budget(cfg), p["vs_dflash"]) for (cfg, cc), p in proj.items()
+                      if cc == c and _budget(cfg) is not None and "vs_dflash" in p)
         if rpts:
             ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c}")
     ax[0].set(xscale="log", xlabel="DDTREE budget", ylabel="projected tokens/s per request", title="speed")

@@ -45,3 +45,23 @@ def test_projection_table_and_files(report, tmp_path):
     assert ("DDTREE-64", 1) not in rows  # acceptance without a step cost: no projection
     md = (tmp_path / "r.md").read_text()
     assert "**Projected**" in md and "| DDTREE-64 | — | — |" in md
+
+
+def test_chain_takes_dflash_acceptance_and_auto_gets_step_cost_only(report, tmp_path):
+    sc = {"meta": {}, "rows": [
+        {"config": "DFLASH", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 22.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 23.0},
+        {"config": "DDTREE-auto", "concurrency": 1, "ms_per_step": 66.0}]}
+    (tmp_path / "sc.json").write_text(json.dumps(sc))
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
+    (tmp_path / "acc.json").write_text(json.dumps(acc))
+    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--accept", str(tmp_path / "acc.json"),
+                        "--out", str(tmp_path / "r")]) == 0
+    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert rows[("DDTREE-chain", 1)]["tokens_per_s"] == pytest.approx(1.5 / 22 * 1e3)
+    assert ("DDTREE-auto", 1) not in rows
+    md = (tmp_path / "r.md").read_text()
+    order = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "ms/step" not in line]
+    assert order[:4] == ["DFLASH", "DDTREE-chain", "DDTREE-16", "DDTREE-auto"]
+    assert "| DDTREE-auto | 66.00 |" in md and "DFLASH's: same drafts" in md
