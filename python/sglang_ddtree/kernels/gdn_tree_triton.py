@@ -377,6 +377,23 @@ def _tree_inverse_kernel(
 
 
 @triton.jit
+def _decayed_pair_and_t(pair_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c, cols, m_c, o_t, N,
+                        HV: tl.constexpr, BT: tl.constexpr):
+    """Row chunk ``rows`` x chunk ``j``: the node-pair products (kk or qk) times their decay
+    ``exp(G_i - G_j)``, and block ``T_jc`` of column ``c``. Chunks j < c are zero in column c:
+    masked out rather than skipped (loop bounds must not depend on program_id)."""
+    rows_j = j * BT + o_t
+    m_j = (rows_j < N) & (j >= c)
+    G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
+    m_ij = m_r[:, None] & m_j[None, :]
+    pair = tl.load(pair_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
+    # Finite off the ancestor pairs too (the products are 0 there), as in _chunk_solve.
+    dec = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
+    T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :], other=0.0)
+    return pair * dec, T_jc
+
+
+@triton.jit
 def _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, eye, N,
                    HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr):
     """Block ``T_ic`` (i >= c) from the blocks ``T_jc``, c <= j < i, already in ``t_buf``."""
@@ -386,17 +403,9 @@ def _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols,
                                       HV, BT, NSQ, PREC)
     X = tl.where(eye & (c == i), 1.0, 0.0)
     for j in range(i):
-        # Blocks j < c of column c are zero: masked out rather than skipped (the loop
-        # bound must not depend on program_id).
-        rows_j = j * BT + o_t
-        m_j = (rows_j < N) & (j >= c)
-        G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
-        m_ij = m_r[:, None] & m_j[None, :]
-        kk_ij = tl.load(kk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
-        dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-        T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
-                       other=0.0)
-        X -= tl.dot(beta_i[:, None] * dec_ij * kk_ij, T_jc, input_precision=PREC)
+        kk_dec, T_jc = _decayed_pair_and_t(kk_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c,
+                                           cols, m_c, o_t, N, HV, BT)
+        X -= tl.dot(beta_i[:, None] * kk_dec, T_jc, input_precision=PREC)
     tl.store(t_buf + mat0 + rows[:, None] * N + cols[None, :], tl.dot(T_ii, X, input_precision=PREC),
              mask=m_r[:, None] & m_c[None, :])
 
@@ -410,15 +419,9 @@ def _coupling_block(qk_buf, pair0, g_buf, t_buf, p_buf, mat0, tok0, i_hv, i, c, 
     G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
     Y = tl.zeros([BT, BT], dtype=tl.float32)
     for j in range(i + 1):
-        rows_j = j * BT + o_t
-        m_j = (rows_j < N) & (j >= c)
-        G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
-        m_ij = m_r[:, None] & m_j[None, :]
-        qk_ij = tl.load(qk_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
-        dec_ij = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-        T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :],
-                       other=0.0)
-        Y += tl.dot(qk_ij * dec_ij, T_jc, input_precision=PREC)
+        qk_dec, T_jc = _decayed_pair_and_t(qk_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c,
+                                           cols, m_c, o_t, N, HV, BT)
+        Y += tl.dot(qk_dec, T_jc, input_precision=PREC)
     tl.store(p_buf + mat0 + rows[:, None] * N + cols[None, :], Y, mask=m_r[:, None] & m_c[None, :])
 
 
