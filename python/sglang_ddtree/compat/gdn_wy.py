@@ -158,12 +158,16 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
                        len(wy.check), *_worst(wy.check))
         wy.check.clear()
     committed = []
+    # Index tensors as the kernels take them (int32, contiguous), once for every layer: the
+    # wrappers would otherwise convert them per layer and call (extra launches each step).
+    i32 = _Int32Once()
+    accepted, accept_len = i32(accepted), i32(accept_len)
     dst = None
     if track_slots is not None:
-        track_at = track_at.to(accept_len.dtype)
-        dst = torch.where(track_at >= 0, track_slots.to(torch.int64), -1)
-        track_len = track_at.clamp(min=0)
+        dst = i32(torch.where(track_at >= 0, track_slots.to(torch.int64), -1))
+        track_len = i32(track_at.clamp(min=0))
     for layer, cache, slots, u, G, x in wy.saved.values():
+        slots = i32(slots)
         if dst is not None:  # reads the request's committed slot: before the main commit
             tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
                                    layer.q_dim, layer.num_k_heads, accepted, track_len, dst_idx=dst)
@@ -178,6 +182,21 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
         logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
                        "conv %.3e (max %.3e)", *_worst(committed))
     wy.saved.clear()
+
+
+class _Int32Once:
+    """``t.to(int32).contiguous()``, converted once per source tensor (the layers of a verify
+    share one slot tensor)."""
+
+    def __init__(self):
+        self._seen = {}
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        out = self._seen.get(key)
+        if out is None:
+            out = self._seen[key] = t.to(torch.int32).contiguous()
+        return out
 
 
 def _worst(rows):
