@@ -355,6 +355,37 @@ def test_cuda_commit_equals_triton_commit_and_reference(kern):
         assert _rel(st_cu[slots[r]], ref_states[r][node].transpose(-1, -2)) < 1e-2
 
 
+@kernels_here
+def test_commits_over_stacked_layers_equal_one_launch_per_layer(kern):
+    """The engine commits every layer in one launch (pool and buffers stacked over layers, the
+    pool's conv windows channel-fastest): the same numbers as one launch per layer, with and
+    without destination slots."""
+    L, H, HV, K, V, C, W, n = 3, 2, 4, 16, 16, 40, 4, 9
+    bs, slots_n, P = 2, 5, 4
+    slots = torch.tensor([3, 1], device=DEV)
+    u = torch.randn(L, bs, n, HV, V, device=DEV)
+    G = -torch.rand(L, bs, n, HV, device=DEV)
+    k = torch.randn(L, bs * n, H, K, device=DEV)
+    x = torch.randn(L, bs * n, C, device=DEV).to(torch.bfloat16)
+    state = torch.randn(L, slots_n, HV, V, K, device=DEV)
+    conv = torch.randn(L, slots_n, W - 1, C, device=DEV).to(torch.bfloat16).transpose(2, 3)
+    accepted = torch.tensor([[0, 2, 5, -1], [0, 1, -1, -1]], device=DEV)
+    accept_len = torch.tensor([2, 1], device=DEV)
+    for dst in (None, torch.tensor([4, -1], device=DEV)):
+        st_one, cv_one = state.clone(), conv.clone()
+        for l in range(L):
+            kern.tree_gdn_commit(st_one[l], slots, u[l], G[l], k[l], accepted, accept_len, dst_idx=dst)
+            kern.tree_conv_commit(x[l], cv_one[l], slots, accepted, accept_len, dst_idx=dst)
+        st_all, cv_all = state.clone(), conv.clone()
+        kern.tree_gdn_commit_layers(st_all, slots, u, G, k, accepted, accept_len, dst_idx=dst)
+        kern.tree_conv_commit_layers(x, cv_all, slots, accepted, accept_len, dst_idx=dst)
+        assert torch.equal(st_all, st_one) and torch.equal(cv_all, cv_one)
+        assert not torch.equal(st_all, state)  # something was written
+        written = [4] if dst is not None else slots.tolist()
+        rest = [i for i in range(slots_n) if i not in written]
+        assert torch.equal(st_all[:, rest], state[:, rest]) and torch.equal(cv_all[:, rest], conv[:, rest])
+
+
 # ----------------------------------------------------------------------------- wy mode (engine glue)
 
 
@@ -395,10 +426,20 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
         layer_id=3, activation="silu", num_q_heads=H, num_k_heads=H, num_v_heads=HV, head_q_dim=K,
         head_k_dim=K, head_v_dim=V, q_dim=H * K, k_dim=H * K, v_dim=HV * V, conv_weights=w.to(DEV), bias=None,
         A_log=A_log.to(DEV), dt_bias=dt_bias.to(DEV))
-    cache = types.SimpleNamespace(conv=[conv_pool.clone().to(DEV)], temporal=ssm.clone().to(DEV))
+    # sglang's pool stacks every layer's state; this layer is pool layer 1 of 2 (layer 0 must
+    # stay as it was).
+    stack_conv = torch.stack([torch.randn_like(conv_pool), conv_pool])
+    if conv_layout == "channel_fastest":  # stacking copied it window-fastest: back to sglang's layout
+        stack_conv = stack_conv.transpose(2, 3).contiguous().transpose(2, 3)
+    stack_conv = stack_conv.to(DEV)
+    stack_ssm = torch.stack([torch.randn_like(ssm), ssm]).to(DEV)
+    other = (stack_conv[0].clone(), stack_ssm[0].clone())
+    pool_states = types.SimpleNamespace(conv=[stack_conv], temporal=stack_ssm)
+    cache = types.SimpleNamespace(conv=[stack_conv[1]], temporal=stack_ssm[1])
     GDNAttnBackend = type("GDNAttnBackend", (), {})  # the class name is what the hook checks
     linear = GDNAttnBackend()
-    linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache)
+    linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache,
+                                                     get_speculative_mamba2_params_all_layers=lambda: pool_states)
     linear.forward_metadata = types.SimpleNamespace(mamba_cache_indices=slots.to(DEV))
     backend = types.SimpleNamespace(linear_attn_backend=linear, _is_full_attn=lambda layer, lid: False)
     lay = types.SimpleNamespace(parent=parents.to(DEV), ancestor_mask=anc.to(DEV))
@@ -411,12 +452,9 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
     # Through the hook, called as HybridLinearAttnBackend.forward calls forward_extend (positional).
     o = gdn_wy._forward_extend(None, backend, layer, fb, True, None, None, None, x.to(DEV), a.to(DEV), b.to(DEV))
     assert torch.equal(cache.conv[0].cpu(), conv_pool) and torch.equal(cache.temporal.cpu(), ssm)  # verify writes no state
-    assert list(wy.saved) == [3]
-    if shared:  # the commit inputs live in the shared buffers, not in the forward's own tensors
-        xb, ub, gb = wy.work[3]
-        _, _, _, u_kept, g_kept, x_kept = wy.saved[3]
-        assert (x_kept.data_ptr(), u_kept.data_ptr(), g_kept.data_ptr()) == (xb.data_ptr(), ub.data_ptr(), gb.data_ptr())
-        assert ub.shape[0] == bs + 2 and u_kept.shape[0] == bs and torch.equal(x_kept.cpu(), x)
+    # The commit inputs live in buffers stacked over the pool's 2 layers, this one's at index 1.
+    assert list(wy.saved) == [1] and wy.work["u"].shape[:2] == (2, wy.work_rows)
+    assert wy.work_rows == (bs + 2 if shared else bs) and torch.equal(wy.work["x"][1, : bs * n].cpu(), x)
 
     g = -torch.exp(A_log.double()) * F.softplus(a.double() + dt_bias.double())
     beta = torch.sigmoid(b.double())
@@ -464,6 +502,7 @@ def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layo
         want = gdn_tree.conv_commit_state(x[r * n:(r + 1) * n], conv_pool[slots[r]], torch.tensor(path))
         assert torch.equal(cv[dst], want), r
     assert torch.equal(st[untouched], ssm[untouched]) and torch.equal(cv[untouched], conv_pool[untouched])
+    assert torch.equal(stack_ssm[0], other[1]) and torch.equal(stack_conv[0], other[0])  # the other layer
 
 
 def test_wy_hook_passes_other_calls_through():

@@ -195,9 +195,12 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
         layer_id=0, activation="silu", num_q_heads=H, num_k_heads=H, num_v_heads=HV, head_q_dim=K,
         head_k_dim=K, head_v_dim=V, q_dim=H * K, k_dim=H * K, v_dim=HV * V, conv_weights=w, bias=None,
         A_log=A_log, dt_bias=dt_bias)
-    cache = types.SimpleNamespace(conv=[conv_pool.clone()], temporal=ssm.clone())
+    # sglang's pool stacks the layers' states: one layer here.
+    pool_states = types.SimpleNamespace(conv=[conv_pool.clone().unsqueeze(0)], temporal=ssm.clone().unsqueeze(0))
+    cache = types.SimpleNamespace(conv=[pool_states.conv[0][0]], temporal=pool_states.temporal[0])
     linear = type("GDNAttnBackend", (), {})()
-    linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache)
+    linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache,
+                                                     get_speculative_mamba2_params_all_layers=lambda: pool_states)
     linear.forward_metadata = types.SimpleNamespace(mamba_cache_indices=cache_idx.long())
     backend = types.SimpleNamespace(linear_attn_backend=linear, _is_full_attn=lambda layer, lid: False)
     wy = gdn_wy.WyVerifyState.from_layout(types.SimpleNamespace(parent=lay.parent.to(dev),

@@ -91,7 +91,8 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
     assert cap2.work is cap4.work and cap2.work == {} and cap2.work_rows == cap4.work_rows == runner.max_bs
     assert (cap4.parent == -1).all() and torch.equal(cap4.anc[1], torch.eye(5, dtype=torch.uint8))
     # What the captured call saved for the commit (graph-pool tensors in a real capture).
-    cap2.saved[7] = ("layer", "cache", "slots", "u", "G", "x")
+    cap2.saved[7] = ("layer", "cache", "slots")
+    cap2.work["u"], cap2.pool_states = torch.zeros(1), "pool"
     # A replay of 1 request padded to the bs-2 graph: the step's tree lands in row 0.
     parent = torch.tensor([[-1, 0, 0, 1, -1]], dtype=torch.int32)
     step = WyVerifyState(parent=parent, anc=torch.ones(1, 5, 5, dtype=torch.uint8))
@@ -101,6 +102,8 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
     assert torch.equal(cap2.parent[0], parent[0]) and (cap2.parent[1] == -1).all()
     assert (cap2.anc[0] == 1).all() and torch.equal(cap2.anc[1], torch.eye(5, dtype=torch.uint8))
     assert step.saved == cap2.saved and step.saved is not cap2.saved
+    # ... and the buffers the replay writes, the pool it captured, the buffers' batch size.
+    assert step.work is cap2.work and step.pool_states == "pool" and step.work_rows == runner.max_bs
     step.saved.clear()  # what wy_commit does after the commit
     assert 7 in cap2.saved  # the capture's entries survive for the next replay
     # A batch size without a wy capture is a loud error, never a silent eager-state commit.

@@ -7,12 +7,14 @@ sglang's per-node ones:
   nothing to the pool: sglang's kernel rolls the state in place, ours leaves it as committed);
 - ``tree_gdn_verify`` (tree WY solve, ``kernels/gdn_tree_triton.py``) from the request's
   recurrent state (read-only);
-- and keeps, per layer, what the commit needs: ``u`` and ``G`` (fp32) and the layer's pre-conv
-  inputs (the commit recomputes the path's keys from them, so the keys are not kept).
+- and keeps what the commit needs in buffers stacked over the pool's layers: ``u`` and ``G``
+  (fp32), the keys and the pre-conv inputs.
 
 After acceptance the worker calls :func:`wy_commit`, which rebuilds each layer's state of the
 last accepted node from at most L + 1 path terms and writes it, and the conv window of the
-path, into the request's slots in place. No per-node state snapshot is stored or copied.
+path, into the request's slots in place — one launch for the states of every layer and one for
+the conv windows (per-layer launches cost ~4 x 48 host launches a step). No per-node state
+snapshot is stored or copied.
 
 sglang has no seam for a per-algorithm linear-attention verify, so this is a narrow AROUND hook
 on ``HybridLinearAttnBackend.forward_extend`` (the dispatcher in front of the GDN backend; its
@@ -25,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -41,6 +43,9 @@ CHECK_ENV = "SGLANG_DDTREE_WY_CHECK"
 # "ieee" for plain fp32 FMA), to separate rounding from logic in the cross-check.
 PRECISION_ENV = "SGLANG_DDTREE_WY_PRECISION"
 
+
+# Developer knob: "per-layer" commits each layer with its own launches (the fused commit's A/B).
+COMMIT_ENV = "SGLANG_DDTREE_WY_COMMIT"
 
 # Developer knob: the tree verify's implementation (kernels/gdn_tree_triton.py ``impl``:
 # "auto" default, "fused", "split", "inverse"), to time them inside the engine.
@@ -58,7 +63,8 @@ class WyVerifyState:
     """Per-step tree description for the linear layers, carried on the verify input.
 
     parent ``[bs, N]`` int32 (-1: root or padding); anc ``[bs, N, N]`` uint8 ancestor mask
-    (self included); ``saved[layer_id]`` = (layer, layer cache, slots, u, G, x) until the commit.
+    (self included); ``saved[l]`` = (layer, layer cache, slots) of pool layer ``l`` until the
+    commit, whose inputs are in ``work``.
     """
 
     parent: torch.Tensor
@@ -69,17 +75,21 @@ class WyVerifyState:
     # Under the cross-check: sglang's per-node scratch row of each request (its verify wrote
     # every node's state there), to compare our committed state with the accepted node's.
     check_rows: Optional[torch.Tensor] = None
-    # CUDA-graph verify: per-layer (u, G, x) buffers for ``work_rows`` trees, one dict shared by
-    # the graphs of every batch size. What the commit keeps outlives the captured forward, so
-    # without it each captured batch size held its own copy (~2.4 GB per size at Qwen3.6-27B,
-    # batch 64, budget 16: the capture of batch sizes 1..64 ran out of memory).
-    work: Optional[Dict[int, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = None
+    # The commit's inputs for ``work_rows`` trees, stacked over the pool's layers (made on first
+    # use): x [L, R*N, C], k [L, R*N, H*K], u [L, R, N, HV, V], G [L, R, N, HV]. A CUDA-graph
+    # verify shares one dict between the graphs of every batch size: what the commit reads
+    # outlives the captured forward, and per-size copies ran the 27B capture of batch sizes
+    # 1..64 out of memory (~2.4 GB per size).
+    work: Dict[str, torch.Tensor] = field(default_factory=dict)
     work_rows: int = 0
+    # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
+    # [L, slots, C, W-1]``), set by the verify for the commit.
+    pool_states: Any = None
 
     @classmethod
     def from_layout(cls, layout) -> "WyVerifyState":
-        return cls(parent=layout.parent.to(torch.int32).contiguous(),
-                   anc=layout.ancestor_mask.to(torch.uint8).contiguous())
+        parent = layout.parent.to(torch.int32).contiguous()
+        return cls(parent=parent, anc=layout.ancestor_mask.to(torch.uint8).contiguous(), work_rows=parent.shape[0])
 
 
 def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
@@ -94,7 +104,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
             f"--speculative-ddtree-gdn-mode wy: conv activation {layer.activation!r} is not supported; "
             "use --speculative-ddtree-gdn-mode snapshot."
         )
-    cache = backend.req_to_token_pool.mamba2_layer_cache(layer.layer_id)
+    pool = backend.req_to_token_pool
+    cache = pool.mamba2_layer_cache(layer.layer_id)
     conv_pool, ssm_pool = cache.conv[0], cache.temporal
     hv, v_dim, k_dim = layer.num_v_heads, layer.head_v_dim, layer.head_k_dim
     if ssm_pool.stride(0) != hv * v_dim * k_dim or not ssm_pool[0].is_contiguous():
@@ -102,40 +113,51 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
             "--speculative-ddtree-gdn-mode wy needs a contiguous per-slot recurrent state pool "
             f"(got strides {tuple(ssm_pool.stride())}); use --speculative-ddtree-gdn-mode snapshot."
         )
+    wy.pool_states = pool.get_speculative_mamba2_params_all_layers()
+    li, n_layers = _pool_layer(wy.pool_states.temporal, ssm_pool)
     slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
-    u_out = G_out = None
-    if wy.work is not None:
-        mixed_qkv, u_out, G_out = _work_views(wy, layer.layer_id, mixed_qkv, hv, v_dim)
-    y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
+    x, k_keep, u_out, G_out = _work_views(wy, li, n_layers, mixed_qkv, layer, hv, v_dim)
+    y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
+    k_keep.copy_(k)  # the commit's keys (the verify would copy the strided slice anyway)
     q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)
-    k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
-    o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out,
-                              impl=os.environ.get(IMPL_ENV, "auto"))
-    wy.saved[layer.layer_id] = (layer, cache, slots, u, G, mixed_qkv)
+    o, u, G = tree_gdn_verify(q, k_keep.view(T, layer.num_k_heads, k_dim), v, a, b, layer.A_log, layer.dt_bias,
+                              wy.anc, ssm_pool, slots, precision=os.environ.get(PRECISION_ENV, "tf32x3"),
+                              u_out=u_out, G_out=G_out, impl=os.environ.get(IMPL_ENV, "auto"))
+    wy.saved[li] = (layer, cache, slots)
     return o
 
 
-def _work_views(wy: WyVerifyState, layer_id: int, mixed_qkv: torch.Tensor, hv: int, v_dim: int):
-    """This layer's shared buffers cut to the step's ``bs`` trees (allocated on first use for
-    ``wy.work_rows`` trees): ``x [bs*N, C]`` holding a copy of ``mixed_qkv``, ``u [bs, N, HV, V]``,
-    ``G [bs, N, HV]``."""
+def _pool_layer(stacked: torch.Tensor, ssm_pool: torch.Tensor) -> Tuple[int, int]:
+    """``(index of this layer's state in the pool's stacked tensor, number of pool layers)``,
+    from where the layer's view starts in sglang's ``[L, slots, HV, V, K]`` state tensor."""
+    step = stacked.stride(0) * stacked.element_size()
+    li, rem = divmod(ssm_pool.data_ptr() - stacked.data_ptr(), step)
+    if rem or not 0 <= li < stacked.shape[0] or stacked[li].data_ptr() != ssm_pool.data_ptr():
+        raise NotImplementedError("--speculative-ddtree-gdn-mode wy: a layer's state is not a layer of the "
+                                  "pool's stacked state tensor; use --speculative-ddtree-gdn-mode snapshot.")
+    return int(li), int(stacked.shape[0])
+
+
+def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tensor, layer, hv: int, v_dim: int):
+    """Pool layer ``li``'s commit buffers cut to the step's ``bs`` trees (made on first use for
+    ``wy.work_rows`` trees and ``n_layers`` layers): ``x [bs*N, C]`` holding a copy of
+    ``mixed_qkv``, keys ``[bs*N, H*K]``, ``u [bs, N, HV, V]``, ``G [bs, N, HV]``."""
     bs, n = wy.parent.shape
     if bs > wy.work_rows:
         raise RuntimeError(f"DDTREE wy: {bs} trees in a verify whose buffers hold {wy.work_rows}")
-    bufs = wy.work.get(layer_id)
-    if bufs is None:
+    w = wy.work
+    if not w:
         dev, rows = mixed_qkv.device, wy.work_rows
-        bufs = (torch.empty(rows * n, mixed_qkv.shape[1], dtype=mixed_qkv.dtype, device=dev),
-                torch.empty(rows, n, hv, v_dim, dtype=torch.float32, device=dev),
-                torch.empty(rows, n, hv, dtype=torch.float32, device=dev))
-        wy.work[layer_id] = bufs
-    x = bufs[0][: bs * n]
+        w["x"] = torch.empty(n_layers, rows * n, mixed_qkv.shape[1], dtype=mixed_qkv.dtype, device=dev)
+        w["k"] = torch.empty(n_layers, rows * n, layer.k_dim, dtype=mixed_qkv.dtype, device=dev)
+        w["u"] = torch.empty(n_layers, rows, n, hv, v_dim, dtype=torch.float32, device=dev)
+        w["G"] = torch.empty(n_layers, rows, n, hv, dtype=torch.float32, device=dev)
+    x = w["x"][li, : bs * n]
     x.copy_(mixed_qkv)
-    return x, bufs[1][:bs], bufs[2][:bs]
+    return x, w["k"][li, : bs * n], w["u"][li, :bs], w["G"][li, :bs]
 
 
 def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor,
@@ -148,7 +170,7 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     tracking slots and ``track_at [bs]`` the path index whose state the radix cache keeps (-1:
     none this step); that state is written into the tracking slot first, from the same committed
     state the main commit then advances."""
-    from ..kernels.gdn_tree_triton import tree_conv_commit, tree_gdn_commit_from_x
+    from ..kernels.gdn_tree_triton import tree_conv_commit_layers, tree_gdn_commit_layers
 
     if not wy.saved:  # the hook did not run: committing nothing would silently freeze the state
         raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
@@ -157,31 +179,42 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
         logger.warning("DDTREE wy cross-check: %d layers, worst layer %d max|ours - sglang| %.3e (max|sglang| %.3e)",
                        len(wy.check), *_worst(wy.check))
         wy.check.clear()
-    committed = []
-    # Index tensors as the kernels take them (int32, contiguous), once for every layer: the
-    # wrappers would otherwise convert them per layer and call (extra launches each step).
+    # Index tensors as the kernels take them (int32, contiguous), once for every launch.
     i32 = _Int32Once()
     accepted, accept_len = i32(accepted), i32(accept_len)
-    dst = None
-    if track_slots is not None:
-        dst = i32(torch.where(track_at >= 0, track_slots.to(torch.int64), -1))
-        track_len = i32(track_at.clamp(min=0))
-    for layer, cache, slots, u, G, x in wy.saved.values():
-        slots = i32(slots)
-        if dst is not None:  # reads the request's committed slot: before the main commit
-            tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
-                                   layer.q_dim, layer.num_k_heads, accepted, track_len, dst_idx=dst)
-            tree_conv_commit(x, cache.conv[0], slots, accepted, track_len, dst_idx=dst)
-        # The recurrent commit reads the committed conv state: before the conv commit.
-        tree_gdn_commit_from_x(cache.temporal, slots, u, G, x, layer.conv_weights, layer.bias, cache.conv[0],
-                               layer.q_dim, layer.num_k_heads, accepted, accept_len)
-        tree_conv_commit(x, cache.conv[0], slots, accepted, accept_len)
-        if wy.check_rows is not None:
-            committed.append((layer.layer_id, *_commit_check(cache, slots, wy.check_rows, accepted, accept_len)))
-    if committed:
+    layer0, _, slots = next(iter(wy.saved.values()))
+    slots = i32(slots)  # one verify: every layer has the same slots
+    bs, n = wy.parent.shape
+    stacked = wy.pool_states
+    w = wy.work
+    H, K = layer0.num_k_heads, layer0.head_k_dim
+    runs = _layer_runs(sorted(wy.saved), per_layer=os.environ.get(COMMIT_ENV) == "per-layer")
+    passes = [(accept_len, None)]
+    if track_slots is not None:  # the tracked state first: it reads the request's committed slot
+        passes.insert(0, (i32(track_at.clamp(min=0)), i32(torch.where(track_at >= 0, track_slots.to(torch.int64), -1))))
+    for lens, dst in passes:
+        for lo, hi in runs:
+            tree_gdn_commit_layers(stacked.temporal[lo:hi], slots, w["u"][lo:hi, :bs], w["G"][lo:hi, :bs],
+                                   w["k"][lo:hi, : bs * n].unflatten(-1, (H, K)), accepted, lens, dst_idx=dst)
+            tree_conv_commit_layers(w["x"][lo:hi, : bs * n], stacked.conv[0][lo:hi], slots, accepted, lens,
+                                    dst_idx=dst)
+    if wy.check_rows is not None:
+        committed = [(layer.layer_id, *_commit_check(cache, slots, wy.check_rows, accepted, accept_len))
+                     for layer, cache, _ in wy.saved.values()]
         logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
                        "conv %.3e (max %.3e)", *_worst(committed))
     wy.saved.clear()
+
+
+def _layer_runs(layers: List[int], per_layer: bool) -> List[Tuple[int, int]]:
+    """``[lo, hi)`` runs of consecutive pool layers (one launch each); one per layer if asked."""
+    runs: List[Tuple[int, int]] = []
+    for li in layers:
+        if runs and runs[-1][1] == li and not per_layer:
+            runs[-1] = (runs[-1][0], li + 1)
+        else:
+            runs.append((li, li + 1))
+    return runs
 
 
 class _Int32Once:

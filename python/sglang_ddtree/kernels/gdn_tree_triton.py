@@ -512,11 +512,22 @@ def _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV: tl.conste
 
 @triton.jit
 def _tree_gdn_commit_kernel(
-    state, state_idx, u_buf, g_buf, k, accepted, accept_len,
-    N,
+    state, state_idx, u_buf, g_buf, k, accepted, accept_len, dst_idx,
+    N, l_state, l_u, l_g, l_k,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_DST: tl.constexpr,
 ):
+    """Grid (V tiles, bs * HV, layers): program_id(2) picks the layer, whose state pool, u, G
+    and keys start ``l_*`` elements after the previous layer's (0 for one layer). ``HAS_DST``:
+    write into slot ``dst_idx[b]`` (-1: skip) instead of the request's own."""
+    if HAS_DST:
+        if tl.load(dst_idx + tl.program_id(1) // HV) < 0:
+            return
+    layer = tl.program_id(2).to(tl.int64)
+    state += layer * l_state
+    u_buf += layer * l_u
+    g_buf += layer * l_g
+    k += layer * l_k
     i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
         state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
     for t in range(P):
@@ -525,52 +536,6 @@ def _tree_gdn_commit_kernel(
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w * kn[:, None] * u[None, :]
-    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
-
-
-@triton.jit
-def _tree_gdn_commit_from_x_kernel(
-    state, state_idx, u_buf, g_buf, x, w, bias, conv_state, accepted, accept_len, dst_idx,
-    N, C, k_off, s_slot, s_c, s_w,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, KW: tl.constexpr,
-    P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PX: tl.constexpr, PS: tl.constexpr, HAS_DST: tl.constexpr,
-):
-    """``_tree_gdn_commit_kernel`` without the saved keys: each path node's key is recomputed
-    from the layer's pre-conv inputs ``x [T, C]`` (channels ``k_off + h * K ..``), the conv
-    weights and the request's *committed* conv state (read before the conv commit rewrites
-    it), exactly as ``_tree_conv_kernel`` formed it (same tap order, fp32, rounded to x's dtype),
-    then SiLU and L2-normalised as the verify did. ``HAS_DST``: the state is written to slot
-    ``dst_idx[b]`` instead of the request's own (-1: nothing written), e.g. prefix-cache tracking."""
-    if HAS_DST:
-        if tl.load(dst_idx + tl.program_id(1) // HV) < 0:
-            return
-    i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
-        state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
-    slot = tl.load(state_idx + i_b).to(tl.int64)
-    ch = k_off + i_h * K + o_k
-    for t in range(P):
-        node, w_t = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
-        acc = tl.zeros([BK], dtype=tl.float32)
-        if HAS_BIAS:
-            acc += tl.load(bias + ch, mask=m_k, other=0.0).to(tl.float32)
-        for j in tl.static_range(KW):
-            # Tap j (0 = the node) is path index t - j; before the root it reads the committed
-            # conv state from its newest column backwards.
-            src_t = t - j
-            src = tl.load(accepted + i_b * P + tl.maximum(src_t, 0))
-            xv = tl.load(x + (tok0 + tl.maximum(src, 0)) * C + ch, mask=m_k & (src_t >= 0), other=0.0).to(tl.float32)
-            col = (KW - 1) + src_t
-            sv = tl.load(conv_state + slot * s_slot + ch * s_c + tl.maximum(col, 0) * s_w,
-                         mask=m_k & (src_t < 0) & (col >= 0), other=0.0).to(tl.float32)
-            wc = tl.load(w + ch * KW + (KW - 1 - j), mask=m_k, other=0.0).to(tl.float32)
-            # Products rounded as _tree_conv_kernel rounds them.
-            acc += tl.where(src_t >= 0, _round_to(xv * wc, PX), _round_to(sv * wc, PS))
-        acc = acc / (1.0 + tl.exp(-acc))
-        kr = _round_to(acc, x.dtype.element_ty)
-        kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
-        u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
-        S += w_t * kn[:, None] * u[None, :]
     if HAS_DST:
         dst = tl.load(dst_idx + i_b).to(tl.int64)
         p_s = state + ((dst * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
@@ -628,14 +593,19 @@ def _tree_conv_kernel(
 @triton.jit
 def _tree_conv_commit_kernel(
     x, conv_state, state_idx, accepted, accept_len, dst_idx,
-    N, C, s_slot, s_c, s_w,
+    N, C, s_slot, s_c, s_w, l_x, l_conv,
     KW: tl.constexpr, P: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr, HAS_DST: tl.constexpr,
 ):
+    """Grid (C tiles, bs, layers): program_id(2) picks the layer (inputs and conv pool ``l_x`` /
+    ``l_conv`` elements after the previous layer's)."""
     i_c = tl.program_id(0)
     i_b = tl.program_id(1)
     if HAS_DST:
         if tl.load(dst_idx + i_b) < 0:
             return
+    layer = tl.program_id(2).to(tl.int64)
+    x += layer * l_x
+    conv_state += layer * l_conv
     o_c = i_c * BC + tl.arange(0, BC)
     o_w = tl.arange(0, BW)
     m_c = o_c < C
@@ -766,22 +736,42 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     return o, u, G
 
 
-def tree_gdn_commit(state, state_idx, u, G, k, accepted, accept_len, block_v: int = 32) -> None:
+def tree_gdn_commit(state, state_idx, u, G, k, accepted, accept_len, block_v: int = 32, dst_idx=None) -> None:
     """Write each request's accepted-node state into ``state[state_idx[b]]`` in place.
 
     ``k [T, H, K]`` the raw keys given to :func:`tree_gdn_verify`; ``accepted [bs, P]`` verify
     positions of the accepted path (root first, -1 padded); ``accept_len [bs]`` accepted drafts
-    (the path has ``accept_len + 1`` nodes).
+    (the path has ``accept_len + 1`` nodes). ``dst_idx [bs]``: write into slot ``dst_idx[b]``
+    instead (-1: skip the request); its own slot is only read.
     """
-    bs, N, HV, V = u.shape
-    H, K = k.shape[1], k.shape[2]
+    tree_gdn_commit_layers(state.unsqueeze(0), state_idx, u.unsqueeze(0), G.unsqueeze(0), k.contiguous().unsqueeze(0),
+                           accepted, accept_len, block_v=block_v, dst_idx=dst_idx)
+
+
+def _layer_stride(t, inner_shape) -> int:
+    """Elements from one layer to the next of ``t [L, *inner_shape]`` whose layers are each
+    contiguous (a slice of a larger buffer may have any layer stride)."""
+    if tuple(t.shape[1:]) != tuple(inner_shape) or not t[0].is_contiguous():
+        raise ValueError(f"expected layers of contiguous {tuple(inner_shape)}, got {tuple(t.shape)} "
+                         f"strides {tuple(t.stride())}")
+    return int(t.stride(0)) if t.shape[0] > 1 else 0
+
+
+def tree_gdn_commit_layers(state, state_idx, u, G, k, accepted, accept_len, block_v: int = 32, dst_idx=None) -> None:
+    """:func:`tree_gdn_commit` for ``L`` layers in one launch: ``state [L, slots, HV, V, K]``,
+    ``u [L, bs, N, HV, V]``, ``G [L, bs, N, HV]``, ``k [L, T, H, K]`` (each layer contiguous,
+    any layer stride: the engine passes its pool and a slice of its per-layer buffers)."""
+    L, bs, N, HV, V = u.shape
+    H, K = k.shape[2], k.shape[3]
     P = accepted.shape[1]
     BK = max(16, triton.next_power_of_2(K))
     BV = min(max(16, triton.next_power_of_2(V)), block_v)
-    _tree_gdn_commit_kernel[(triton.cdiv(V, BV), bs * HV)](
-        state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
-        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), N,
-        H=H, HV=HV, K=K, V=V, P=P, BK=BK, BV=BV, num_warps=4,
+    l_state = _layer_stride(state, state.shape[1:])
+    _tree_gdn_commit_kernel[(triton.cdiv(V, BV), bs * HV, L)](
+        state, state_idx.to(torch.int32).contiguous(), u, G, k,
+        accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), _dst(dst_idx, state_idx), N,
+        l_state, _layer_stride(u, (bs, N, HV, V)), _layer_stride(G, (bs, N, HV)), _layer_stride(k, k.shape[1:]),
+        H=H, HV=HV, K=K, V=V, P=P, BK=BK, BV=BV, HAS_DST=dst_idx is not None, num_warps=4,
     )
 
 
@@ -792,29 +782,6 @@ def _conv_product_dtypes(x, weight, conv_state) -> dict:
     """The dtypes sglang's conv products round to: input x weight, state x weight."""
     return dict(PX=_TL_DTYPES[torch.promote_types(x.dtype, weight.dtype)],
                 PS=_TL_DTYPES[torch.promote_types(conv_state.dtype, weight.dtype)])
-
-
-def tree_gdn_commit_from_x(state, state_idx, u, G, x, weight, bias, conv_state, k_offset: int, num_k_heads: int,
-                           accepted, accept_len, block_v: int = 32, dst_idx=None) -> None:
-    """:func:`tree_gdn_commit` that recomputes the path's keys from the pre-conv inputs
-    ``x [T, C]`` (key channels start at ``k_offset``, ``num_k_heads`` heads of ``K`` = the
-    state's key dim), conv ``weight [C, W]``/``bias`` and the request's conv state, so the
-    verify need not keep the keys (SiLU conv, as sglang's GDN layers). Call it *before*
-    :func:`tree_conv_commit` rewrites the conv state. ``dst_idx [bs]``: write request ``b``'s
-    state into slot ``dst_idx[b]`` instead of its own (-1: skip it); its own slot is only read."""
-    bs, N, HV, V = u.shape
-    K = state.shape[-1]
-    C, KW = weight.shape
-    P = accepted.shape[1]
-    BK = max(16, triton.next_power_of_2(K))
-    BV = min(max(16, triton.next_power_of_2(V)), block_v)
-    _tree_gdn_commit_from_x_kernel[(triton.cdiv(V, BV), bs * HV)](
-        state, state_idx.to(torch.int32).contiguous(), u, G, x.contiguous(), weight.contiguous(),
-        bias if bias is not None else weight, conv_state, accepted.to(torch.int32).contiguous(),
-        accept_len.to(torch.int32).contiguous(), _dst(dst_idx, state_idx), N, C, int(k_offset), *conv_state.stride(),
-        H=int(num_k_heads), HV=HV, K=K, V=V, KW=KW, P=P, BK=BK, BV=BV, HAS_BIAS=bias is not None,
-        **_conv_product_dtypes(x, weight, conv_state), HAS_DST=dst_idx is not None, num_warps=4,
-    )
 
 
 def _dst(dst_idx, state_idx):
@@ -842,12 +809,20 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
 def tree_conv_commit(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64, dst_idx=None) -> None:
     """New conv state (last W-1 inputs along the accepted path) written in place, or into slot
     ``dst_idx[b]`` (-1: skip) with the request's own slot only read."""
+    tree_conv_commit_layers(x.contiguous().unsqueeze(0), conv_state.unsqueeze(0), state_idx, accepted, accept_len,
+                            block_c=block_c, dst_idx=dst_idx)
+
+
+def tree_conv_commit_layers(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64, dst_idx=None) -> None:
+    """:func:`tree_conv_commit` for ``L`` layers in one launch: ``x [L, T, C]`` (each layer
+    contiguous), ``conv_state [L, slots, C, W-1]`` (any strides, the same for every layer)."""
+    L, T, C = x.shape
     bs = accepted.shape[0]
-    N = x.shape[0] // bs
-    C, W1 = conv_state.shape[1], conv_state.shape[2]
-    _tree_conv_commit_kernel[(triton.cdiv(C, block_c), bs)](
-        x.contiguous(), conv_state, state_idx.to(torch.int32).contiguous(),
+    W1 = conv_state.shape[3]
+    _tree_conv_commit_kernel[(triton.cdiv(C, block_c), bs, L)](
+        x, conv_state, state_idx.to(torch.int32).contiguous(),
         accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(), _dst(dst_idx, state_idx),
-        N, C, *conv_state.stride(), KW=W1 + 1, P=accepted.shape[1], BC=block_c,
-        BW=max(2, triton.next_power_of_2(W1)), HAS_DST=dst_idx is not None,
+        T // bs, C, *conv_state.stride()[1:], _layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
+        KW=W1 + 1, P=accepted.shape[1], BC=block_c, BW=max(2, triton.next_power_of_2(W1)),
+        HAS_DST=dst_idx is not None,
     )
