@@ -360,7 +360,7 @@ def test_commits_over_stacked_layers_equal_one_launch_per_layer(kern):
     """The engine commits every layer in one launch (pool and buffers stacked over layers, the
     pool's conv windows channel-fastest): the same numbers as one launch per layer, with and
     without destination slots."""
-    L, H, HV, K, V, C, W, n = 3, 2, 4, 16, 16, 40, 4, 9
+    L, H, HV, K, V, C, W, n = 3, 2, 4, 16, 16, 80, 4, 9
     bs, slots_n, P = 2, 5, 4
     slots = torch.tensor([3, 1], device=DEV)
     u = torch.randn(L, bs, n, HV, V, device=DEV)
@@ -381,6 +381,20 @@ def test_commits_over_stacked_layers_equal_one_launch_per_layer(kern):
         kern.tree_conv_commit_layers(x, cv_all, slots, accepted, accept_len, dst_idx=dst)
         assert torch.equal(st_all, st_one) and torch.equal(cv_all, cv_one)
         assert not torch.equal(st_all, state)  # something was written
+        # Keys recomputed from x (what the engine runs; per-layer weights through address
+        # tables) equal the commit from the keys the same conv makes.
+        w = [(torch.randn(C, W, device=DEV) * 0.5).to(torch.bfloat16) for _ in range(L)]
+        bias = [(torch.randn(C, device=DEV) * 0.1).to(torch.bfloat16) for _ in range(L)]
+        # (The accepted paths 0-2-5 and 0-1 are root paths of these trees.)
+        parent = torch.tensor([[-1, 0, 0, 1, 0, 2, 5, 3, 6], [-1, 0, 1, 2, 0, 4, 1, 6, 7]], device=DEV)
+        keys = torch.stack([kern.tree_conv(x[l], w[l], bias[l], conv[l], slots, parent)[:, H * K: 2 * H * K]
+                            for l in range(L)]).unflatten(-1, (H, K))
+        st_k, st_x = state.clone(), state.clone()
+        kern.tree_gdn_commit_layers(st_k, slots, u, G, keys.contiguous(), accepted, accept_len, dst_idx=dst)
+        w_tab, b_tab = kern.conv_weight_tables(w, bias, torch.bfloat16, DEV)
+        kern.tree_gdn_commit_from_x_layers(st_x, slots, u, G, x, w_tab, b_tab, W, conv, H * K, H, accepted,
+                                           accept_len, dst_idx=dst)
+        assert _rel(st_x, st_k.double().cpu()) < 1e-6
         written = [4] if dst is not None else slots.tolist()
         rest = [i for i in range(slots_n) if i not in written]
         assert torch.equal(st_all[:, rest], state[:, rest]) and torch.equal(cv_all[:, rest], conv[:, rest])

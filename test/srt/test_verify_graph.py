@@ -104,6 +104,7 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
     assert step.saved == cap2.saved and step.saved is not cap2.saved
     # ... and the buffers the replay writes, the pool it captured, the buffers' batch size.
     assert step.work is cap2.work and step.pool_states == "pool" and step.work_rows == runner.max_bs
+    assert step.tables is cap2.tables is cap4.tables
     step.saved.clear()  # what wy_commit does after the commit
     assert 7 in cap2.saved  # the capture's entries survive for the next replay
     # A batch size without a wy capture is a loud error, never a silent eager-state commit.

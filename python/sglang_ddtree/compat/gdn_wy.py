@@ -8,7 +8,8 @@ sglang's per-node ones:
 - ``tree_gdn_verify`` (tree WY solve, ``kernels/gdn_tree_triton.py``) from the request's
   recurrent state (read-only);
 - and keeps what the commit needs in buffers stacked over the pool's layers: ``u`` and ``G``
-  (fp32), the keys and the pre-conv inputs.
+  (fp32) and the pre-conv inputs (the commit recomputes the path's keys from them, so the keys
+  are not kept: 48 x 65 x 4 KiB = 12 MiB less per request at budget 64).
 
 After acceptance the worker calls :func:`wy_commit`, which rebuilds each layer's state of the
 last accepted node from at most L + 1 path terms and writes it, and the conv window of the
@@ -76,12 +77,14 @@ class WyVerifyState:
     # every node's state there), to compare our committed state with the accepted node's.
     check_rows: Optional[torch.Tensor] = None
     # The commit's inputs for ``work_rows`` trees, stacked over the pool's layers (made on first
-    # use): x [L, R*N, C], k [L, R*N, H*K], u [L, R, N, HV, V], G [L, R, N, HV]. A CUDA-graph
+    # use): x [L, R*N, C], u [L, R, N, HV, V], G [L, R, N, HV]. A CUDA-graph
     # verify shares one dict between the graphs of every batch size: what the commit reads
     # outlives the captured forward, and per-size copies ran the 27B capture of batch sizes
     # 1..64 out of memory (~2.4 GB per size).
     work: Dict[str, torch.Tensor] = field(default_factory=dict)
     work_rows: int = 0
+    # Conv weight / bias address tables per run of layers (``_weight_tables``), shared like work.
+    tables: Dict[str, Tuple] = field(default_factory=dict)
     # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
     # [L, slots, C, W-1]``), set by the verify for the commit.
     pool_states: Any = None
@@ -116,16 +119,16 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     wy.pool_states = pool.get_speculative_mamba2_params_all_layers()
     li, n_layers = _pool_layer(wy.pool_states.temporal, ssm_pool)
     slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
-    x, k_keep, u_out, G_out = _work_views(wy, li, n_layers, mixed_qkv, layer, hv, v_dim)
+    x, u_out, G_out = _work_views(wy, li, n_layers, mixed_qkv, hv, v_dim)
     y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
-    k_keep.copy_(k)  # the commit's keys (the verify would copy the strided slice anyway)
     q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)
+    k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
-    o, u, G = tree_gdn_verify(q, k_keep.view(T, layer.num_k_heads, k_dim), v, a, b, layer.A_log, layer.dt_bias,
-                              wy.anc, ssm_pool, slots, precision=os.environ.get(PRECISION_ENV, "tf32x3"),
-                              u_out=u_out, G_out=G_out, impl=os.environ.get(IMPL_ENV, "auto"))
+    o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
+                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out,
+                              impl=os.environ.get(IMPL_ENV, "auto"))
     wy.saved[li] = (layer, cache, slots)
     return o
 
@@ -141,10 +144,10 @@ def _pool_layer(stacked: torch.Tensor, ssm_pool: torch.Tensor) -> Tuple[int, int
     return int(li), int(stacked.shape[0])
 
 
-def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tensor, layer, hv: int, v_dim: int):
+def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tensor, hv: int, v_dim: int):
     """Pool layer ``li``'s commit buffers cut to the step's ``bs`` trees (made on first use for
     ``wy.work_rows`` trees and ``n_layers`` layers): ``x [bs*N, C]`` holding a copy of
-    ``mixed_qkv``, keys ``[bs*N, H*K]``, ``u [bs, N, HV, V]``, ``G [bs, N, HV]``."""
+    ``mixed_qkv``, ``u [bs, N, HV, V]``, ``G [bs, N, HV]``."""
     bs, n = wy.parent.shape
     if bs > wy.work_rows:
         raise RuntimeError(f"DDTREE wy: {bs} trees in a verify whose buffers hold {wy.work_rows}")
@@ -152,12 +155,11 @@ def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tens
     if not w:
         dev, rows = mixed_qkv.device, wy.work_rows
         w["x"] = torch.empty(n_layers, rows * n, mixed_qkv.shape[1], dtype=mixed_qkv.dtype, device=dev)
-        w["k"] = torch.empty(n_layers, rows * n, layer.k_dim, dtype=mixed_qkv.dtype, device=dev)
         w["u"] = torch.empty(n_layers, rows, n, hv, v_dim, dtype=torch.float32, device=dev)
         w["G"] = torch.empty(n_layers, rows, n, hv, dtype=torch.float32, device=dev)
     x = w["x"][li, : bs * n]
     x.copy_(mixed_qkv)
-    return x, w["k"][li, : bs * n], w["u"][li, :bs], w["G"][li, :bs]
+    return x, w["u"][li, :bs], w["G"][li, :bs]
 
 
 def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tensor,
@@ -170,7 +172,7 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     tracking slots and ``track_at [bs]`` the path index whose state the radix cache keeps (-1:
     none this step); that state is written into the tracking slot first, from the same committed
     state the main commit then advances."""
-    from ..kernels.gdn_tree_triton import tree_conv_commit_layers, tree_gdn_commit_layers
+    from ..kernels.gdn_tree_triton import tree_conv_commit_layers, tree_gdn_commit_from_x_layers
 
     if not wy.saved:  # the hook did not run: committing nothing would silently freeze the state
         raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
@@ -187,23 +189,38 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     bs, n = wy.parent.shape
     stacked = wy.pool_states
     w = wy.work
-    H, K = layer0.num_k_heads, layer0.head_k_dim
     runs = _layer_runs(sorted(wy.saved), per_layer=os.environ.get(COMMIT_ENV) == "per-layer")
     passes = [(accept_len, None)]
     if track_slots is not None:  # the tracked state first: it reads the request's committed slot
         passes.insert(0, (i32(track_at.clamp(min=0)), i32(torch.where(track_at >= 0, track_slots.to(torch.int64), -1))))
     for lens, dst in passes:
         for lo, hi in runs:
-            tree_gdn_commit_layers(stacked.temporal[lo:hi], slots, w["u"][lo:hi, :bs], w["G"][lo:hi, :bs],
-                                   w["k"][lo:hi, : bs * n].unflatten(-1, (H, K)), accepted, lens, dst_idx=dst)
-            tree_conv_commit_layers(w["x"][lo:hi, : bs * n], stacked.conv[0][lo:hi], slots, accepted, lens,
-                                    dst_idx=dst)
+            x = w["x"][lo:hi, : bs * n]
+            w_tab, b_tab = _weight_tables(wy, lo, hi)
+            # The recurrent commit reads the committed conv state: before the conv commit.
+            tree_gdn_commit_from_x_layers(stacked.temporal[lo:hi], slots, w["u"][lo:hi, :bs], w["G"][lo:hi, :bs], x,
+                                          w_tab, b_tab, layer0.conv_weights.shape[1], stacked.conv[0][lo:hi],
+                                          layer0.q_dim, layer0.num_k_heads, accepted, lens, dst_idx=dst)
+            tree_conv_commit_layers(x, stacked.conv[0][lo:hi], slots, accepted, lens, dst_idx=dst)
     if wy.check_rows is not None:
         committed = [(layer.layer_id, *_commit_check(cache, slots, wy.check_rows, accepted, accept_len))
                      for layer, cache, _ in wy.saved.values()]
         logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
                        "conv %.3e (max %.3e)", *_worst(committed))
     wy.saved.clear()
+
+
+def _weight_tables(wy: WyVerifyState, lo: int, hi: int):
+    """Conv weight / bias address tables of pool layers ``lo .. hi - 1`` (made once per run and
+    kept with the buffers: a CUDA-graph verify's layers and parameters do not change)."""
+    from ..kernels.gdn_tree_triton import conv_weight_tables
+
+    key = f"tables{lo}:{hi}"
+    if key not in wy.tables:
+        layers = [wy.saved[i][0] for i in range(lo, hi)]
+        wy.tables[key] = conv_weight_tables([l.conv_weights for l in layers], [l.bias for l in layers],
+                                            wy.work["x"].dtype, wy.work["x"].device)
+    return wy.tables[key]
 
 
 def _layer_runs(layers: List[int], per_layer: bool) -> List[Tuple[int, int]]:

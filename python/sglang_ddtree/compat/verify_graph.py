@@ -26,8 +26,8 @@ captured verify run our tree kernels (compat/gdn_wy.py), so the capture-time ver
 carries a :class:`~sglang_ddtree.compat.gdn_wy.WyVerifyState` whose tree (``parent``,
 ``anc``) lives in static buffers of the runner (``[max_bs, N]``, ``[max_bs, N, N]``, sliced per
 captured batch size). Before each replay (``load_batch``) the step's tree is copied into them,
-and the step's state is pointed at what the captured call saved for its commit (``u``, ``G``,
-the keys and the pre-conv inputs: shared buffers the replay rewrites), so the worker's
+and the step's state is pointed at what the captured call saved for its commit (``u``, ``G``
+and the pre-conv inputs: shared buffers the replay rewrites), so the worker's
 ``wy_commit`` works unchanged. Padded requests of a replay compute on whatever tree their rows
 hold (valid trees) from the pool's padding slot; the commit touches real requests only.
 """
@@ -86,13 +86,13 @@ def static_wy_state(runner, bs: int, width: int):
         dev = runner.buffers.input_ids.device
         eye = torch.eye(width, dtype=torch.uint8, device=dev)
         holder = {"parent": torch.full((max_bs, width), -1, dtype=torch.int32, device=dev),
-                  "anc": eye.expand(max_bs, width, width).contiguous(), "states": {}, "work": {},
+                  "anc": eye.expand(max_bs, width, width).contiguous(), "states": {}, "work": {}, "tables": {},
                   "max_bs": max_bs}
         runner._ddtree_wy_static = holder
     states = holder["states"]
     if bs not in states:
         states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
-                                   work=holder["work"], work_rows=holder["max_bs"])
+                                   work=holder["work"], work_rows=holder["max_bs"], tables=holder["tables"])
     return states[bs]
 
 
@@ -111,6 +111,7 @@ def stage_wy_replay(runner, step_wy) -> None:
     step_wy.saved = dict(static.saved)  # a copy: the commit clears the step's dict only
     # The commit reads what the replay writes: the shared buffers and the pool it captured.
     step_wy.work, step_wy.work_rows, step_wy.pool_states = static.work, static.work_rows, static.pool_states
+    step_wy.tables = static.tables
 
 
 def _stage_after_load(result, self, forward_batch, *args, **kwargs):
