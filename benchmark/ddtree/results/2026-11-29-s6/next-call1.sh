@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepared in session 6 for the next session (not run yet), device call 1 (nvidia-h200): the wy
 # cases again (the commit became two launches over stacked buffers after session 6's GPU runs,
-# commit fca020b), and the new GPU cases — budget auto with per-width verify graphs (every step
+# commit 872849a), and the new GPU cases — budget auto with per-width verify graphs (every step
 # must replay a graph, both widths used), the radix-cache reruns (snapshot, and wy behind
 # SGLANG_DDTREE_WY_RADIX=1).
 R=${OUT:?}
