@@ -500,6 +500,17 @@ def _commit_prologue(state, state_idx, g_buf, accepted, accept_len, N,
 
 
 @triton.jit
+def _commit_store(state, p_s, m_s, S, dst_idx, i_b, i_hv, o_k, o_v, HV: tl.constexpr, K: tl.constexpr,
+                  V: tl.constexpr, HAS_DST: tl.constexpr):
+    """Commit kernels' shared end: the state tile into the request's slot, or into
+    ``dst_idx[b]`` (``HAS_DST``; the caller returned early for -1)."""
+    if HAS_DST:
+        dst = tl.load(dst_idx + i_b).to(tl.int64)
+        p_s = state + ((dst * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
+    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
+
+
+@triton.jit
 def _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV: tl.constexpr, P: tl.constexpr):
     """Path index t: its verify position (0 when off the path) and weight exp(G_last - G_node)
     (0 when off the path)."""
@@ -536,10 +547,7 @@ def _tree_gdn_commit_kernel(
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w * kn[:, None] * u[None, :]
-    if HAS_DST:
-        dst = tl.load(dst_idx + i_b).to(tl.int64)
-        p_s = state + ((dst * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
-    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
+    _commit_store(state, p_s, m_s, S, dst_idx, i_b, i_hv, o_k, o_v, HV, K, V, HAS_DST)
 
 
 @triton.jit
@@ -597,10 +605,7 @@ def _tree_gdn_commit_from_x_kernel(
         kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
         u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
         S += w_t * kn[:, None] * u[None, :]
-    if HAS_DST:
-        dst = tl.load(dst_idx + i_b).to(tl.int64)
-        p_s = state + ((dst * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
-    tl.store(p_s, S.to(state.dtype.element_ty), mask=m_s)
+    _commit_store(state, p_s, m_s, S, dst_idx, i_b, i_hv, o_k, o_v, HV, K, V, HAS_DST)
 
 
 @triton.jit
