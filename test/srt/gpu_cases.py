@@ -194,6 +194,13 @@ CASES = {
         "radix_rerun": True, "env": {"SGLANG_DDTREE_WY_RADIX": "1"}}),
     "ddtree8-qwen35-radix": ("qwen35", lambda: _ddtree(8, "qwen35", mamba_track_interval=TRACK_INTERVAL),
                              {"radix_rerun": True}),
+    # Controls for the radix reruns: the same tracking interval and reruns without speculation
+    # and with sglang's own DFLASH chain (session 7: both DDTREE radix cases failed the rerun;
+    # these say whether upstream's tracking passes it).
+    "nospec-qwen35-radix": ("qwen35", lambda: dict(mamba_track_interval=TRACK_INTERVAL),
+                            {"radix_rerun": True, "eager": True}),
+    "dflash-qwen35-radix": ("qwen35", lambda: dict(_dflash("qwen35"), mamba_track_interval=TRACK_INTERVAL),
+                            {"radix_rerun": True}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
 }
@@ -318,7 +325,12 @@ def run_case(name: str, out: Path) -> dict:
             # Prompts extended by the plain run's first RERUN_AT tokens: their prefixes are in the
             # radix cache from the first round, past a tracking boundary (mamba_track_interval),
             # so the linear-attention state restarts from a state the decode steps tracked.
-            ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]
+            ref_file = out / f"plain-{model}.json"
+            for _ in range(300):  # the plain reference runs beside this case; wait for its output
+                if ref_file.exists():
+                    break
+                time.sleep(1)
+            ref = json.loads(ref_file.read_text())["output_ids"]
             r = engine.generate(input_ids=[p + o[:RERUN_AT] for p, o in zip(PROMPTS, ref)],
                                 sampling_params=[dict(temperature=0.0, max_new_tokens=REF_NEW - RERUN_AT)] * len(PROMPTS))
             rerun = dict(output_ids=[o["output_ids"] for o in r],
@@ -460,10 +472,11 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
         assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
     if checks.get("radix_rerun"):  # the rerun restarted from cached, tracked state, losslessly
         rr = rec["rerun"]
-        assert all(c >= TRACK_INTERVAL for c in rr["cached_tokens"][:3]), rr["cached_tokens"]
-        for got, r, top2 in zip(rr["output_ids"], ref["output_ids"], ref["top2"]):
-            c = compare_to_reference(got, r[RERUN_AT:], top2[RERUN_AT:])
-            assert c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]), c
+        rcmp = [compare_to_reference(got, r[RERUN_AT:], top2[RERUN_AT:])
+                for got, r, top2 in zip(rr["output_ids"], ref["output_ids"], ref["top2"])]
+        same = [c["equal"] or bool(c["near_tie"] and c["near_tie"]["ok"]) for c in rcmp]
+        deep = [c >= TRACK_INTERVAL for c in rr["cached_tokens"][:3]]
+        assert all(same) and all(deep), dict(rerun_equal=same, cached_tokens=rr["cached_tokens"], cmp=rcmp)
     if checks.get("known_bad") and not passed:
         return f"known: {checks['known_bad']} ({cmp})"
     for c in cmp:  # equal, or cut at a documented bf16 near-tie of the plain run
