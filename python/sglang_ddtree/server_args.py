@@ -12,11 +12,14 @@ is resolved (:func:`validate_ddtree_args`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Annotated as A
 from typing import Optional
 
 from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
 
 ALGORITHM = "DDTREE"
 # From the H200 step cost at Qwen3.6-27B size with the CUDA-graph tree verify and the default
@@ -74,8 +77,9 @@ class DDTreeServerArgs(ServerArgs):
         Optional[str],
         "DDTREE on hybrid (GatedDeltaNet) targets: how the tree verify keeps linear-attention "
         "state. 'snapshot': sglang's per-node state path (one intermediate state per tree node). "
-        "'wy': the snapshot-free tree kernels (no per-node state; needs --disable-radix-cache "
-        "for now). Default: snapshot.",
+        "'wy': the snapshot-free tree kernels (no per-node state; faster at every measured budget "
+        "and concurrency; needs --disable-radix-cache for now). Default: wy with --disable-radix-cache, "
+        "else snapshot.",
         NS("spec"),
     ] = None
 
@@ -91,7 +95,14 @@ DDTREE_FLAGS = (
     "speculative_ddtree_step_cost",
 )
 GDN_MODES = ("snapshot", "wy")
-DEFAULT_GDN_MODE = "snapshot"
+
+
+def default_gdn_mode(server_args) -> str:
+    """``wy`` (measured faster than ``snapshot`` at Qwen3.6-27B size, RESULTS.md session 6)
+    unless the radix cache is on: wy's prefix-cache state tracking has not run on a GPU yet (the
+    tiny hybrid target uses sglang's no_buffer strategy, which tracks nothing), so there the
+    default stays sglang's per-node path."""
+    return "snapshot" if not getattr(server_args, "disable_radix_cache", False) else "wy"
 
 
 def _flag(name: str) -> str:
@@ -133,7 +144,10 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
     mode = server_args.speculative_ddtree_gdn_mode
     if mode is None:
-        server_args.speculative_ddtree_gdn_mode = mode = DEFAULT_GDN_MODE
+        server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)
+        logger.info("DDTREE: --speculative-ddtree-gdn-mode %s (default%s)", mode,
+                    "; the radix cache is on: add --disable-radix-cache for the faster wy"
+                    if mode == "snapshot" else "")
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
     from .compat.gdn_wy import CHECK_ENV, wy_check_enabled

@@ -117,6 +117,18 @@ def path_first_permutation(accepted: torch.Tensor, width: int) -> torch.Tensor:
     return torch.argsort(rank[:, :width], dim=1)
 
 
+def prepare_state_tracking(batch) -> None:
+    """Hybrid targets with the radix cache's state tracking (mamba extra buffer): point
+    ``batch.mamba_track_indices`` at each request's current tracking slot before the verify, so
+    the commit can write the state at a tracking boundary there. Spec batches skip sglang's
+    refresh in prepare_for_decode; EAGLE, NGRAM and DSPARK rebuild it before their verify with
+    sglang's own helper, DFLASH (0.5.17) does not (its prefix cache then keeps no state from
+    decode steps, measured on the H200, RESULTS.md session 7). No-op without extra buffer."""
+    from sglang.srt.speculative.spec_utils import prepare_mamba_track_for_verify
+
+    prepare_mamba_track_for_verify(batch)
+
+
 class DDTreeWorker(DFlashWorkerV2):
     """``--speculative-algorithm DDTREE``."""
 
@@ -360,6 +372,8 @@ class DDTreeWorker(DFlashWorkerV2):
         if self._need_mamba_verify_commit and not snapshot:
             verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
         seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
+        if self._need_mamba_verify_commit:
+            prepare_state_tracking(batch)
         target_out = self._target_verify(batch, verify_input, window.reshape(-1).contiguous(), width, timer)
         logits_output = target_out.logits_output
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)

@@ -53,25 +53,50 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
             gpu_cases.assert_speculative(results(bad), "ddtree-auto-llama")
 
 
-def test_radix_rerun_needs_cached_tracked_state_and_the_plain_continuation():
+def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     ref = [list(range(i, i + 40)) for i in range(4)]
     top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
     plain = dict(name="plain-qwen35", model="qwen35", rc=0, output_ids=ref, top2=top, graphs=["target decode"])
     new = gpu_cases.MIXED_NEW
     at = gpu_cases.RERUN_AT
+    # The cache-less rerun continues differently from the plain decode (prefill rounding).
+    cont = [[100 + i] * (40 - at) for i in range(4)]
+    top20 = [_top2([((-0.1, 5), (-3.0, 6))] * 20)] * 4
 
-    def results(rerun):
-        rec = dict(name="ddtree8-qwen35-radix", model="qwen35", rc=0, max_new_tokens=new, graphs=["target verify"],
-                   output_ids=[r[:n] for r, n in zip(ref, new)], meta_info=[{}] * 4,
-                   ddtree={"steps": 9, "verify_cuda_graph_steps": 9}, rerun=rerun)
-        return {"plain-qwen35": plain, "ddtree8-qwen35-radix": rec}
+    def rec(name, rerun, **kw):
+        return dict(name=name, model="qwen35", rc=0, max_new_tokens=new, graphs=["target verify"],
+                    output_ids=[r[:n] for r, n in zip(ref, new)], meta_info=[{}] * 4, rerun=rerun, **kw)
 
-    good = dict(output_ids=[r[at:] for r in ref], cached_tokens=[16, 16, 32, 5])
+    def results(rerun, ref_rerun=None, like=None):
+        nocache = rec("nocache-qwen35-rerun", dict(dict(output_ids=cont, cached_tokens=[0] * 4, top2=top20),
+                                                   **(ref_rerun or {})))
+        dflash = rec("dflash-qwen35-radix", like or rerun)
+        dd = rec("ddtree8-qwen35-radix", rerun, ddtree={"steps": 9, "verify_cuda_graph_steps": 9})
+        return {r["name"]: r for r in (plain, nocache, dflash, dd)}
+
+    good = dict(output_ids=cont, cached_tokens=[16, 16, 32, 5])
     assert gpu_cases.assert_speculative(results(good), "ddtree8-qwen35-radix") is None
-    for bad in (dict(good, cached_tokens=[16, 0, 32, 5]),  # a rerun that recomputed its prefix
-                dict(good, output_ids=[r[at:] for r in ref[:3]] + [[99] * 20])):  # a wrong continuation
+    assert gpu_cases.assert_speculative(results(good), "nocache-qwen35-rerun") is None
+    # Shallow cache hits that leave the cache-less rerun, as DFLASH's did on the tiny hybrid
+    # (session 7): reported as the known limit, not as a pass.
+    shallow = dict(output_ids=[[7] * 20] * 4, cached_tokens=[5, 3, 19, 9])
+    assert gpu_cases.assert_speculative(results(shallow), "ddtree8-qwen35-radix").startswith("known:")
+    for got, like in ((shallow, dict(shallow, cached_tokens=[16, 16, 32, 5])),  # cached other depths than DFLASH
+                      (good, dict(good, output_ids=cont[:3] + [[99] * 20]))):  # continued otherwise than DFLASH
         with pytest.raises(AssertionError):
-            gpu_cases.assert_speculative(results(bad), "ddtree8-qwen35-radix")
+            gpu_cases.assert_speculative(results(got, like=like), "ddtree8-qwen35-radix")
+    # DFLASH's rerun with log-probs: a cut at its near-tie passes, elsewhere it fails.
+    like = dict(good, top2=[_top2([((-0.1, 5), (-0.12, 7))] + [((-0.1, 5), (-3.0, 6))] * 19)] * 4)
+    tie = dict(good, output_ids=[[7] + c[1:] for c in cont])
+    assert gpu_cases.assert_speculative(results(tie, like=like), "ddtree8-qwen35-radix").startswith("known:")
+    with pytest.raises(AssertionError):
+        gpu_cases.assert_speculative(results(dict(good, output_ids=[[8] + c[1:] for c in cont]), like=like),
+                                     "ddtree8-qwen35-radix")
+    with pytest.raises(AssertionError):  # the reference must not have read a cache
+        gpu_cases.assert_speculative(results(good, dict(cached_tokens=[0, 5, 0, 0])), "nocache-qwen35-rerun")
+    with pytest.raises(AssertionError):  # a radix case without its references fails, not passes
+        gpu_cases.assert_speculative({k: v for k, v in results(good).items() if not k.startswith("nocache")},
+                                     "ddtree8-qwen35-radix")
 
 
 def test_placeholders_only_for_modules_that_fail(monkeypatch):

@@ -76,3 +76,36 @@ def test_budget_auto_commits_through_the_backend_that_ran_the_verify():
     assert len(narrow.calls) == 1 and main.calls == []
     w._commit_linear_state(batch, acc, torch.tensor([10, 20]), torch.tensor([2, 1], dtype=torch.int32), 33)
     assert len(main.calls) == 1
+
+
+def test_tracking_slots_rebuilt_before_the_verify(monkeypatch):
+    """worker.prepare_state_tracking points each request at its current ping-pong tracking slot
+    through sglang's own helper (EAGLE's path; sglang's DFLASH never does it, so its prefix cache
+    keeps no decode-time state), and clears the extend-time mask so the verify forward does not
+    track by itself. Without the extra buffer it leaves the batch alone."""
+    import sglang.srt.speculative.spec_utils as su
+
+    from sglang_ddtree.worker import prepare_state_tracking
+
+    real_tensor = torch.tensor
+    monkeypatch.setattr(torch, "tensor", lambda *a, pin_memory=False, **k: real_tensor(*a, **k))  # no CUDA here
+    extra = {"on": True}
+    sa = types.SimpleNamespace(enable_mamba_extra_buffer=lambda: extra["on"], enable_mamba_extra_buffer_lazy=lambda: False)
+    monkeypatch.setattr(su, "get_server_args", lambda: sa)
+
+    def batch():
+        pool = types.SimpleNamespace(req_index_to_mamba_ping_pong_track_buffer_mapping=torch.tensor(
+            [[10, 11], [20, 21], [30, 31]]))
+        reqs = [types.SimpleNamespace(mamba_next_track_idx=1), types.SimpleNamespace(mamba_next_track_idx=None)]
+        return types.SimpleNamespace(req_to_token_pool=pool, req_pool_indices=torch.tensor([2, 0]), reqs=reqs,
+                                     mamba_track_indices=None, mamba_track_mask=torch.tensor([True, True]),
+                                     mamba_track_seqlens=torch.tensor([1, 2]))
+
+    b = batch()
+    prepare_state_tracking(b)
+    assert b.mamba_track_indices.tolist() == [31, 10]  # request 2's slot 1; request 0's slot 0 (none yet)
+    assert b.mamba_track_mask is None and b.mamba_track_seqlens is None
+    extra["on"] = False
+    b = batch()
+    prepare_state_tracking(b)
+    assert b.mamba_track_indices is None and b.mamba_track_mask is not None

@@ -207,6 +207,13 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
                      for layer, cache, _ in wy.saved.values()]
         logger.warning("DDTREE wy commit cross-check: worst layer %d max|ours - sglang| state %.3e (max %.3e) "
                        "conv %.3e (max %.3e)", *_worst(committed))
+        tracked = track_at.ge(0) if track_slots is not None else None
+        if tracked is not None and bool(tracked.any()):
+            rows = [(layer.layer_id, *_commit_check(cache, track_slots[tracked], wy.check_rows[: bs][tracked],
+                                                    accepted[tracked], track_at[tracked]))
+                    for layer, cache, _ in wy.saved.values()]
+            logger.warning("DDTREE wy track cross-check: %d tracked, worst layer %d max|ours - sglang| state %.3e "
+                           "(max %.3e) conv %.3e (max %.3e)", int(tracked.sum()), *_worst(rows))
     wy.saved.clear()
 
 
@@ -256,7 +263,9 @@ def _worst(rows):
 
 def _commit_check(cache, slots, rows, accepted, accept_len) -> Tuple[float, float, float, float]:
     """Our committed recurrent state and conv window of each request vs sglang's per-node
-    snapshot of the same accepted node (written by its verify, which ran beside ours)."""
+    snapshot of the same accepted node (written by its verify, which ran beside ours): the
+    state in ``slots [bs]`` is that of path index ``accept_len [bs]`` (the last accepted node,
+    or the tracked one for the tracking slots)."""
     last = accepted.gather(1, accept_len.long().unsqueeze(1)).squeeze(1).long()
     rows = rows[: slots.shape[0]].long()
     theirs_s = cache.intermediate_ssm[rows, last].float()
