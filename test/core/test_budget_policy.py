@@ -57,7 +57,7 @@ def test_refresh_and_chain_steps():
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
     p = BudgetPolicy(t, refresh_every=3, flush_every=1)
     p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})
-    assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 32, CHAIN, CHAIN, 32]
+    assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 32, CHAIN, CHAIN, CHAIN]
     p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only
     assert p.expected(CHAIN) == pytest.approx(0.98 * 5.0 + 0.02 * 2.0) and p.expected(8) == 1.0
 
@@ -79,3 +79,27 @@ def test_device_sums_are_read_back_every_flush_every_steps():
     assert p.expected(8) == 1.0  # now estimates exist: read back every 2nd step
     p.record(16, torch.tensor([[0, 3, 5, -1]]), torch.tensor([2]))
     assert p.expected(8) > 1.0
+
+
+def test_refreshes_back_off_while_they_change_nothing():
+    """A refresh verifies the dearest budget; while the refreshed profile leaves the choice as
+    it was, the interval doubles (up to max_refresh_every); a refresh that changes the choice
+    resets it."""
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
+    p = BudgetPolicy(t, refresh_every=3, max_refresh_every=12, flush_every=1)
+    p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 0.5 ms
+    picks = [p.choose(1) for _ in range(40)]
+    refreshes = [i + 1 for i, c in enumerate(picks) if c == 32]
+    assert refreshes == [3, 9, 21, 33]  # intervals 3, 6, 12, then capped at 12
+    assert set(picks) == {CHAIN, 32}
+    # The traffic changes and the next refresh shows it (its data read back at once here): the
+    # choice moves to budget 8 and the interval is back to refresh_every.
+    more = []
+    for _ in range(20):
+        more.append(p.choose(1))
+        if more[-1] == 32 and more.count(32) == 1:
+            p._mean.update({8: 20.0, 32: 1.0, CHAIN: 0.0})
+    first = more.index(32)
+    assert more[first + 1] == 8
+    later = [i for i, c in enumerate(more) if c == 32][1]
+    assert later - first == 3

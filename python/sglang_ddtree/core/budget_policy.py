@@ -17,8 +17,10 @@ give exactly for every smaller budget: DDTree trees are prefix-closed in best-fi
 its parent's), so the budget-``b`` tree is the first ``b`` nodes, and the path it would have
 accepted is the leading part of the accepted path whose positions are ``<= b``. Budgets larger
 than the one verified are unknown; the policy verifies the largest candidate when any
-candidate has no estimate yet, and again every ``refresh_every`` steps, so the profile follows
-the traffic. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
+candidate has no estimate yet, and again after ``refresh_every`` steps, so the profile follows
+the traffic. A refresh is the dearest step (at Qwen3.6-27B size, 16 requests: 135 ms for budget
+64 vs 44 ms for the chain, RESULTS.md session 7), so while refreshes leave the choice as it was,
+the interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
 as the lower bound they are).
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
@@ -85,6 +87,7 @@ class BudgetPolicy:
     table: StepCostTable
     decay: float = 0.98  # weight of the old estimate per recorded request-step
     refresh_every: int = 64
+    max_refresh_every: int = 1024
     # Steps between host reads of the device-side sums (the profile lags by at most this many
     # steps; no host sync in the other steps).
     flush_every: int = 8
@@ -96,8 +99,14 @@ class BudgetPolicy:
     _counts: List[int] = field(default_factory=list)  # request-steps behind each sum (host-known)
     _budgets_dev: Optional[torch.Tensor] = None
     _pending: int = 0
+    _interval: int = 0  # steps between refreshes now (refresh_every .. max_refresh_every)
+    _last_refresh: int = 0  # the step that last verified the largest budget
+    _judge_at: Optional[int] = None  # the step that judges the last refresh (its data read back)
+    _before: Optional[Choice] = None  # the choice before that refresh
+    _last_best: Optional[Choice] = None
 
     def __post_init__(self):
+        self._interval = self.refresh_every
         self.budgets = sorted(self.budgets or self.table.budgets())
         if not self.budgets:
             raise ValueError("the step-cost table has no DDTREE-<budget> rows")
@@ -116,13 +125,25 @@ class BudgetPolicy:
 
     def choose(self, bs: int) -> Choice:
         """The candidate with the most expected tokens per ms at batch size ``bs``; the largest
-        budget while any candidate lacks an estimate and every ``refresh_every`` steps."""
+        budget while any candidate lacks an estimate, and as a refresh once per interval."""
         self.steps += 1
         cands = self.candidates()
-        if any(self.expected(c) is None for c in cands) or self.steps % self.refresh_every == 0:
+        if any(self.expected(c) is None for c in cands):
+            self._last_refresh = self.steps
+            return self.max_budget
+        if self.steps - self._last_refresh >= self._interval:
+            self._last_refresh = self.steps
+            # Judged once its step has been read back (at most flush_every steps later).
+            self._judge_at, self._before = self.steps + self.flush_every, self._last_best
             return self.max_budget
         # max keeps the first of equals: the chain, then the smaller budget.
-        return max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
+        best = max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
+        if self._judge_at is not None and self.steps >= self._judge_at:
+            same = best == self._before
+            self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
+            self._judge_at = None
+        self._last_best = best
+        return best
 
     def record(self, verified: Choice, accepted: torch.Tensor, accept_len: torch.Tensor,
                chain_accept: Optional[torch.Tensor] = None) -> None:
@@ -183,5 +204,5 @@ class BudgetPolicy:
             self._mean[c] = w * old + (1 - w) * value
 
     def snapshot(self) -> dict:
-        return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain,
+        return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain, "refresh_interval": self._interval,
                 "expected_accepted": {str(k): round(v, 4) for k, v in self._mean.items()}}
