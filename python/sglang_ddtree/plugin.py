@@ -61,6 +61,10 @@ def register() -> None:
     register_trimmed_bundle_hooks()
     register_metrics_hooks()
     register_spec_finish_hook()
+    if os.environ.get("SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS"):  # test-only (GPU tracking cases)
+        from sglang_ddtree.testing.extra_buffer_arch import apply_extra_buffer_archs
+
+        logger.warning("sglang-ddtree TEST: mamba extra_buffer allowed for %s", apply_extra_buffer_archs())
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":
         from sglang_ddtree.compat.cpu import register_cpu_hooks
 

@@ -92,6 +92,17 @@ def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     with pytest.raises(AssertionError):
         gpu_cases.assert_speculative(results(dict(good, output_ids=[[8] + c[1:] for c in cont]), like=like),
                                      "ddtree8-qwen35-radix")
+    # Extra-buffer cases (decode-time tracking) must hit tracked states, and match the
+    # no-speculation control.
+    def xb(rerun, like):
+        r = results(rerun, like=like)
+        r["ddtree8-qwen35-xb-radix"] = dict(r.pop("ddtree8-qwen35-radix"), name="ddtree8-qwen35-xb-radix")
+        r["nospec-qwen35-xb-radix"] = dict(r.pop("dflash-qwen35-radix"), name="nospec-qwen35-xb-radix")
+        return r
+
+    assert gpu_cases.assert_speculative(xb(good, good), "ddtree8-qwen35-xb-radix") is None
+    with pytest.raises(AssertionError):  # shallow hits: nothing tracked was reused
+        gpu_cases.assert_speculative(xb(shallow, shallow), "ddtree8-qwen35-xb-radix")
     with pytest.raises(AssertionError):  # the reference must not have read a cache
         gpu_cases.assert_speculative(results(good, dict(cached_tokens=[0, 5, 0, 0])), "nocache-qwen35-rerun")
     with pytest.raises(AssertionError):  # a radix case without its references fails, not passes

@@ -1,0 +1,32 @@
+"""Test-only: let sglang's mamba ``extra_buffer`` prefix-cache strategy serve more architectures.
+
+sglang 0.5.17 decides by architecture name whether a hybrid model may use the extra-buffer
+strategy, the one that tracks linear-attention states during decode for the radix cache
+(``arg_groups/overrides.py::_MAMBA_EXTRA_BUFFER_ARCHS``, read by
+``supports_mamba_cache_extra_buffer``). Our tiny hybrid target loads as the text-only
+``Qwen3_5ForCausalLM``, which is not listed (the real Qwen3.6 checkpoints load as
+``Qwen3_5ForConditionalGeneration``, which is), so on it sglang resolves ``no_buffer`` and the
+state-tracking paths never run. Setting ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS`` (comma-separated
+architecture names) adds those names to the set in every sglang process (the plugin's
+``register`` runs in each), for the GPU test cases that exercise tracking. Unset in production:
+nothing changes.
+
+There is no seam for this in sglang; the module attribute is replaced, narrowly and only when
+the variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS"
+
+
+def apply_extra_buffer_archs() -> list:
+    """Add the architectures named by ``ENV`` to sglang's extra-buffer set; returns the names."""
+    names = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
+    if names:
+        import sglang.srt.arg_groups.overrides as overrides
+
+        overrides._MAMBA_EXTRA_BUFFER_ARCHS = frozenset(overrides._MAMBA_EXTRA_BUFFER_ARCHS) | frozenset(names)
+    return names
