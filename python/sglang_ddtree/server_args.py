@@ -145,7 +145,7 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     mode = server_args.speculative_ddtree_gdn_mode
     if mode is None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)
-        logger.info("DDTREE: --speculative-ddtree-gdn-mode %s (default%s)", mode,
+        logger.info("DDTREE: hybrid targets' GatedDeltaNet state: --speculative-ddtree-gdn-mode %s (default%s)", mode,
                     "; the radix cache is on: add --disable-radix-cache for the faster wy"
                     if mode == "snapshot" else "")
     if mode not in GDN_MODES:
