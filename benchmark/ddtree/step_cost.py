@@ -36,6 +36,22 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "python"))
 
 
+
+def _ddtree_counts(engine):
+    """DDTREE's step counters from ``/server_info`` (steps, graph-replayed verifies, and under
+    budget auto the steps per choice), flat; None for other engines or when unavailable."""
+    try:
+        st = (engine.get_server_info().get("internal_states") or [{}])[0]
+    except Exception:
+        return None
+    dd = st.get("ddtree")
+    if not dd:
+        return None
+    out = {"steps": dd.get("steps", 0), "verify_cuda_graph_steps": dd.get("verify_cuda_graph_steps", 0)}
+    for k, v in ((dd.get("budget_policy") or {}).get("steps_by_choice") or {}).items():
+        out[f"choice_{k}"] = v
+    return out
+
 def memory_bandwidth_gbs(gib: float = 2.0) -> float:
     """Device-to-device copy bandwidth (read + write bytes per second), median of 10."""
     import torch
@@ -112,12 +128,14 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             sp1 = dict(temperature=0.0, max_new_tokens=1, ignore_eos=True)
             spn = dict(temperature=0.0, max_new_tokens=decode_tokens, ignore_eos=True)
             engine.generate(input_ids=prompts, sampling_params=spn)  # warm-up (graphs, kernels)
+            before = _ddtree_counts(engine)  # outside the timed region
             t = time.perf_counter()
             engine.generate(input_ids=prompts, sampling_params=sp1)
             t_prefill = time.perf_counter() - t
             t = time.perf_counter()
             outs = engine.generate(input_ids=prompts, sampling_params=spn)
             t_all = time.perf_counter() - t
+            after = _ddtree_counts(engine)
             steps = [o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1) for o in outs]
             toks = [o["meta_info"]["completion_tokens"] for o in outs]
             n_steps = max(1, max(steps))  # decode steps after the prefill's token
@@ -125,6 +143,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
                              total_s=round(t_all, 4), steps=max(steps), tokens_per_request=statistics.mean(toks),
                              ms_per_step=round((t_all - t_prefill) * 1e3 / n_steps, 3),
                              tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
+            if before is not None and after is not None:  # DDTREE: what the timed steps did
+                rows[-1]["timed"] = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
         try:  # what the engine sized (the hybrid pool decides the concurrency that fits)
             st = (engine.get_server_info().get("internal_states") or [{}])[0]

@@ -53,3 +53,9 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [("no-spec", 1), ("DDTREE-8", 1), ("DDTREE-auto", 1)]
     assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
+    # What the timed DDTREE steps did (auto: the choice of each, DDTREE-8: its steps; none for no-spec).
+    rows = {x["config"]: x for x in d["rows"]}
+    assert "timed" not in rows["no-spec"]
+    assert rows["DDTREE-8"]["timed"]["steps"] >= 1
+    auto = rows["DDTREE-auto"]["timed"]
+    assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
