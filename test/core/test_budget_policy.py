@@ -103,3 +103,41 @@ def test_refreshes_back_off_while_they_change_nothing():
     assert more[first + 1] == 8
     later = [i for i, c in enumerate(more) if c == 32][1]
     assert later - first == 3
+
+
+def test_steady_state_read_back_never_waits_for_the_device(monkeypatch):
+    """After the start-up (a candidate without an estimate reads at once), the sums go to the
+    host asynchronously every flush_every steps and are folded in only once the copy is done:
+    no host sync in the worker's step (it would stall the overlap scheduler's next launch)."""
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-16", 1, 2.0)])
+    p = BudgetPolicy(t, flush_every=2, chain=False)
+    copies = []
+
+    def fake_copy(sums):  # a pending device copy: done only when the test says so
+        state = {"done": False, "waited": False}
+        copies.append(state)
+
+        def wait():
+            state["waited"] = True
+            state["done"] = True
+        return sums.clone(), (lambda: state["done"]), wait
+
+    monkeypatch.setattr(BudgetPolicy, "_copy_to_host", staticmethod(fake_copy))
+    path = torch.tensor([[0, 3, 12, -1]])
+    p.record(16, path, torch.tensor([2]))  # start-up: synchronous, both estimates now known
+    assert (p.expected(8), p.expected(16)) == (1.0, 2.0) and copies == []
+    far = torch.tensor([[0, 3, 5, -1]])  # now both drafts inside budget 8
+    p.record(16, far, torch.tensor([2]))
+    p.record(16, far, torch.tensor([2]))  # flush_every reached: an asynchronous copy starts
+    assert len(copies) == 1 and p.expected(8) == 1.0  # not folded while the copy is pending
+    p.record(16, far, torch.tensor([2]))
+    assert p.expected(8) == 1.0 and not copies[0]["waited"]  # polling never waits
+    copies[0]["done"] = True
+    p.record(16, far, torch.tensor([2]))  # the next step folds the finished copy in
+    assert p.expected(8) > 1.0 and not copies[0]["waited"]
+    # flush() (server_info, tests) does wait for whatever is pending.
+    p.record(16, far, torch.tensor([2]))
+    assert len(copies) == 2
+    before = p.expected(8)
+    p.flush()
+    assert copies[1]["waited"] and p.expected(8) > before

@@ -88,8 +88,10 @@ class BudgetPolicy:
     decay: float = 0.98  # weight of the old estimate per recorded request-step
     refresh_every: int = 64
     max_refresh_every: int = 1024
-    # Steps between host reads of the device-side sums (the profile lags by at most this many
-    # steps; no host sync in the other steps).
+    # Steps between read-backs of the device-side sums. On a GPU the read-back is an
+    # asynchronous copy to pinned memory, folded in once its event has completed (the profile
+    # lags by about 2 x flush_every steps): a host sync in the worker would stall the overlap
+    # scheduler's next launch. Only while a candidate has no estimate does it read at once.
     flush_every: int = 8
     budgets: List[int] = field(default_factory=list)
     chain: bool = True
@@ -104,6 +106,8 @@ class BudgetPolicy:
     _judge_at: Optional[int] = None  # the step that judges the last refresh (its data read back)
     _before: Optional[Choice] = None  # the choice before that refresh
     _last_best: Optional[Choice] = None
+    # An asynchronous read-back in flight: (host sums, counts behind them, "is it done?", wait).
+    _inflight: Optional[tuple] = None
 
     def __post_init__(self):
         self._interval = self.refresh_every
@@ -133,8 +137,8 @@ class BudgetPolicy:
             return self.max_budget
         if self.steps - self._last_refresh >= self._interval:
             self._last_refresh = self.steps
-            # Judged once its step has been read back (at most flush_every steps later).
-            self._judge_at, self._before = self.steps + self.flush_every, self._last_best
+            # Judged once its step has been read back (within about 2 x flush_every steps).
+            self._judge_at, self._before = self.steps + 2 * self.flush_every, self._last_best
             return self.max_budget
         # max keeps the first of equals: the chain, then the smaller budget.
         best = max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
@@ -179,21 +183,63 @@ class BudgetPolicy:
                 self._sums[0] += chain_accept.sum()
                 self._counts[0] += bs
         self._pending += 1
+        self._poll()
         # While a candidate has no estimate the policy keeps verifying the largest budget (the
         # most expensive step): read back at once rather than after flush_every such steps.
-        if self._pending >= self.flush_every or any(self.expected(c) is None for c in cands):
+        if any(self.expected(c) is None for c in cands):
             self.flush()
+        elif self._pending >= self.flush_every:
+            self._start_readback()
 
     def flush(self) -> None:
-        """Fold the device-side sums into the host estimates (one device read)."""
+        """Fold everything recorded so far into the host estimates (waits for the device)."""
+        if self._inflight is not None:
+            self._inflight[3]()
+            self._fold(*self._inflight[:2])
+            self._inflight = None
         if self._sums is None or not self._pending:
             return
-        for c, total, n in zip(self.candidates(), self._sums.tolist(), self._counts):
-            if n > 0:
-                self._update(c, total / n, n)
+        self._fold(self._sums.tolist(), self._counts)
         self._sums.zero_()
         self._counts = [0] * len(self._counts)
         self._pending = 0
+
+    def _start_readback(self) -> None:
+        """Hand the current sums to the host without waiting (GPU: a copy to pinned memory and
+        an event; CPU: at once) and start new sums."""
+        if self._inflight is not None:  # normally done long ago (flush_every steps)
+            self._inflight[3]()
+            self._fold(*self._inflight[:2])
+            self._inflight = None
+        host, ready, wait = self._copy_to_host(self._sums)
+        self._inflight = (host, self._counts, ready, wait)
+        self._sums.zero_()  # ordered after the copy on the same stream
+        self._counts = [0] * len(self._counts)
+        self._pending = 0
+        self._poll()
+
+    @staticmethod
+    def _copy_to_host(sums: torch.Tensor):
+        """``(host tensor, ready(), wait())``: the asynchronous read-back of ``sums``."""
+        if not sums.is_cuda:
+            return sums.clone(), lambda: True, lambda: None
+        host = torch.empty(sums.shape, dtype=sums.dtype, pin_memory=True)
+        host.copy_(sums, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return host, done.query, done.synchronize
+
+    def _poll(self) -> None:
+        """Fold a completed read-back in (never waits)."""
+        if self._inflight is not None and self._inflight[2]():
+            self._fold(*self._inflight[:2])
+            self._inflight = None
+
+    def _fold(self, totals, counts) -> None:
+        totals = totals.tolist() if isinstance(totals, torch.Tensor) else totals
+        for c, total, n in zip(self.candidates(), totals, counts):
+            if n > 0:
+                self._update(c, total / n, n)
 
     def _update(self, c: Choice, value: float, weight: int) -> None:
         old = self._mean.get(c)
