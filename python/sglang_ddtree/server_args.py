@@ -102,7 +102,7 @@ def default_gdn_mode(server_args) -> str:
     unless the radix cache is on: wy's prefix-cache state tracking has not run on a GPU yet (the
     tiny hybrid target uses sglang's no_buffer strategy, which tracks nothing), so there the
     default stays sglang's per-node path."""
-    return "snapshot" if not getattr(server_args, "disable_radix_cache", False) else "wy"
+    return "wy" if getattr(server_args, "disable_radix_cache", False) else "snapshot"
 
 
 def _flag(name: str) -> str:

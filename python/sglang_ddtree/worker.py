@@ -122,8 +122,8 @@ def prepare_state_tracking(batch) -> None:
     ``batch.mamba_track_indices`` at each request's current tracking slot before the verify, so
     the commit can write the state at a tracking boundary there. Spec batches skip sglang's
     refresh in prepare_for_decode; EAGLE, NGRAM and DSPARK rebuild it before their verify with
-    sglang's own helper, DFLASH (0.5.17) does not (its prefix cache then keeps no state from
-    decode steps, measured on the H200, RESULTS.md session 7). No-op without extra buffer."""
+    sglang's own helper, DFLASH (0.5.17's ``dflash_worker_v2``) does not, so its prefix cache
+    keeps no state from decode steps (RESULTS.md session 7). No-op without extra buffer."""
     from sglang.srt.speculative.spec_utils import prepare_mamba_track_for_verify
 
     prepare_mamba_track_for_verify(batch)
