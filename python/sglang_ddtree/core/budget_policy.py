@@ -20,7 +20,8 @@ than the one verified are unknown; the policy verifies the largest candidate whe
 candidate has no estimate yet, and again after ``refresh_every`` steps, so the profile follows
 the traffic. A refresh is the dearest step (at Qwen3.6-27B size, 16 requests: 135 ms for budget
 64 vs 44 ms for the chain, RESULTS.md session 7), so while refreshes leave the choice as it was,
-the interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
+the interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the
+interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
 as the lower bound they are).
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
@@ -193,13 +194,10 @@ class BudgetPolicy:
 
     def flush(self) -> None:
         """Fold everything recorded so far into the host estimates (waits for the device)."""
-        if self._inflight is not None:
-            self._inflight[3]()
-            self._fold(*self._inflight[:2])
-            self._inflight = None
+        self._drain()
         if self._sums is None or not self._pending:
             return
-        self._fold(self._sums.tolist(), self._counts)
+        self._fold(self._sums, self._counts)
         self._sums.zero_()
         self._counts = [0] * len(self._counts)
         self._pending = 0
@@ -207,10 +205,7 @@ class BudgetPolicy:
     def _start_readback(self) -> None:
         """Hand the current sums to the host without waiting (GPU: a copy to pinned memory and
         an event; CPU: at once) and start new sums."""
-        if self._inflight is not None:  # normally done long ago (flush_every steps)
-            self._inflight[3]()
-            self._fold(*self._inflight[:2])
-            self._inflight = None
+        self._drain()  # normally done long ago (flush_every steps)
         host, ready, wait = self._copy_to_host(self._sums)
         self._inflight = (host, self._counts, ready, wait)
         self._sums.zero_()  # ordered after the copy on the same stream
@@ -235,9 +230,15 @@ class BudgetPolicy:
             self._fold(*self._inflight[:2])
             self._inflight = None
 
-    def _fold(self, totals, counts) -> None:
-        totals = totals.tolist() if isinstance(totals, torch.Tensor) else totals
-        for c, total, n in zip(self.candidates(), totals, counts):
+    def _drain(self) -> None:
+        """Fold the read-back in flight in, waiting for it if needed."""
+        if self._inflight is not None:
+            self._inflight[3]()
+            self._fold(*self._inflight[:2])
+            self._inflight = None
+
+    def _fold(self, totals: torch.Tensor, counts: List[int]) -> None:
+        for c, total, n in zip(self.candidates(), totals.tolist(), counts):
             if n > 0:
                 self._update(c, total / n, n)
 
