@@ -162,6 +162,7 @@ class DDTreeWorker(DFlashWorkerV2):
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.gdn_mode = server_args.speculative_ddtree_gdn_mode
+        self._wy_tables = {}  # wy: conv weight address tables, built on the first eager commit
         # --speculative-ddtree-oracle-rate: fraction of steps re-checked by a sequential replay.
         self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
         self._oracle_rng = random.Random(server_args.random_seed or 0)
@@ -370,7 +371,7 @@ class DDTreeWorker(DFlashWorkerV2):
             verify_input.retrieve_next_token = layout.first_child.contiguous()
             verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
         if self._need_mamba_verify_commit and not snapshot:
-            verify_input.ddtree_wy = WyVerifyState.from_layout(layout)
+            verify_input.ddtree_wy = WyVerifyState.from_layout(layout, tables=self._wy_tables)
         seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
         if self._need_mamba_verify_commit:
             prepare_state_tracking(batch)

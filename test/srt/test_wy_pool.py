@@ -58,3 +58,26 @@ def test_target_verify_graphs_are_not_captured_while_verify_is_eager(monkeypatch
     monkeypatch.setenv(vg.GRAPH_ENV, "0")
     _serve(monkeypatch, "DFLASH", None)
     assert wy_pool._init_cuda_graphs(cap, target) is True
+
+
+def test_weight_tables_are_built_once_across_eager_steps():
+    """Each eager wy step has a fresh WyVerifyState; the conv weight address tables (a
+    host-to-device copy each time they are built) come from the worker's cache after the first."""
+    import torch
+
+    from sglang_ddtree.compat import gdn_wy
+
+    layers = [types.SimpleNamespace(conv_weights=torch.zeros(8, 4), bias=None) for _ in range(3)]
+    lay = types.SimpleNamespace(parent=torch.tensor([[-1, 0]]), ancestor_mask=torch.eye(2, dtype=torch.bool)[None])
+    cache = {}
+    built = []
+    for _ in range(3):  # three steps
+        wy = gdn_wy.WyVerifyState.from_layout(lay, tables=cache)
+        wy.saved = {i: (layers[i], None, None) for i in range(3)}
+        wy.work["x"] = torch.zeros(3, 2, 8)
+        built.append(gdn_wy._weight_tables(wy, 0, 3))
+    assert built[0] is built[1] is built[2] and list(cache) == ["tables0:3"]
+    w_tab, b_tab = built[0]
+    assert w_tab.tolist() == [l.conv_weights.data_ptr() for l in layers] and b_tab is None
+    # Without a cache (tests, one-off calls) a step keeps its own.
+    assert gdn_wy.WyVerifyState.from_layout(lay).tables == {}

@@ -90,9 +90,12 @@ class WyVerifyState:
     pool_states: Any = None
 
     @classmethod
-    def from_layout(cls, layout) -> "WyVerifyState":
+    def from_layout(cls, layout, tables: Optional[Dict[str, Tuple]] = None) -> "WyVerifyState":
+        """The step's state; ``tables``: the caller's weight-table cache, kept across steps (the
+        layers' parameters do not move; rebuilding them is a host-to-device copy, a host sync)."""
         parent = layout.parent.to(torch.int32).contiguous()
-        return cls(parent=parent, anc=layout.ancestor_mask.to(torch.uint8).contiguous(), work_rows=parent.shape[0])
+        return cls(parent=parent, anc=layout.ancestor_mask.to(torch.uint8).contiguous(), work_rows=parent.shape[0],
+                   tables=tables if tables is not None else {})
 
 
 def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
@@ -218,8 +221,9 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
 
 
 def _weight_tables(wy: WyVerifyState, lo: int, hi: int):
-    """Conv weight / bias address tables of pool layers ``lo .. hi - 1`` (made once per run and
-    kept with the buffers: a CUDA-graph verify's layers and parameters do not change)."""
+    """Conv weight / bias address tables of pool layers ``lo .. hi - 1``, made once per run of
+    layers and kept (the worker's cache across eager steps, the graph runner's across replays):
+    the layers and their parameters do not change."""
     from ..kernels.gdn_tree_triton import conv_weight_tables
 
     key = f"tables{lo}:{hi}"
