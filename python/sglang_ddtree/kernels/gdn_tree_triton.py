@@ -882,7 +882,8 @@ def tree_gdn_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_
         _layer_stride(state, state.shape[1:]), _layer_stride(u, (bs, N, HV, V)), _layer_stride(G, (bs, N, HV)),
         _layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
         H=int(num_k_heads), HV=HV, K=K, V=V, KW=int(conv_width), P=P, BK=BK, BV=BV, HAS_BIAS=b_tab is not None,
-        PX=_TL_DTYPES[x.dtype], PS=_TL_DTYPES[torch.promote_types(conv_state.dtype, x.dtype)],
+        # The tables hold weights of x's dtype (conv_weight_tables checks; the kernel reads them so).
+        **_conv_product_dtypes(x.dtype, x.dtype, conv_state.dtype),
         HAS_DST=dst_idx is not None, num_warps=4,
     )
 
@@ -890,10 +891,10 @@ def tree_gdn_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
 
-def _conv_product_dtypes(x, weight, conv_state) -> dict:
+def _conv_product_dtypes(x_dtype, weight_dtype, state_dtype) -> dict:
     """The dtypes sglang's conv products round to: input x weight, state x weight."""
-    return dict(PX=_TL_DTYPES[torch.promote_types(x.dtype, weight.dtype)],
-                PS=_TL_DTYPES[torch.promote_types(conv_state.dtype, weight.dtype)])
+    return dict(PX=_TL_DTYPES[torch.promote_types(x_dtype, weight_dtype)],
+                PS=_TL_DTYPES[torch.promote_types(state_dtype, weight_dtype)])
 
 
 def _dst(dst_idx, state_idx):
@@ -913,7 +914,7 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
         x.contiguous(), weight.contiguous(), bias if bias is not None else weight, conv_state,
         state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, N, C,
         *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
-        **_conv_product_dtypes(x, weight, conv_state),
+        **_conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
     )
     return out
 
