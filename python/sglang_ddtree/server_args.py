@@ -100,7 +100,8 @@ GDN_MODES = ("snapshot", "wy")
 def default_gdn_mode(server_args) -> str:
     """``wy`` (measured faster than ``snapshot`` at Qwen3.6-27B size, RESULTS.md session 6)
     unless the radix cache is on: wy's prefix-cache state tracking has not run on a GPU yet (the
-    tiny hybrid target uses sglang's no_buffer strategy, which tracks nothing), so there the
+    tiny text-only hybrid target is outside sglang's hybrid radix-cache resolution, so nothing is
+    tracked on it; testing/extra_buffer_arch.py), so there the
     default stays sglang's per-node path."""
     return "wy" if getattr(server_args, "disable_radix_cache", False) else "snapshot"
 
@@ -142,6 +143,11 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     r = server_args.speculative_ddtree_oracle_rate
     if not 0.0 <= float(r) <= 1.0:
         raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
+    if getattr(server_args, "mamba_radix_cache_strategy", None) == "extra_buffer_lazy":
+        # The lazy strategy plans its tracking slots in sglang's prepare_for_decode for the
+        # chain workers it knows; DDTREE's tree verify and commit write the eager ping-pong slot.
+        raise ValueError("--speculative-algorithm DDTREE does not support --mamba-radix-cache-strategy "
+                         "extra_buffer_lazy; use extra_buffer (or auto) instead.")
     mode = server_args.speculative_ddtree_gdn_mode
     if mode is None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)

@@ -56,6 +56,7 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(page_size=2), "--page-size"),
     (dict(pp_size=2), "--pp-size"),
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
+    (dict(mamba_radix_cache_strategy="extra_buffer_lazy"), "--mamba-radix-cache-strategy"),
 ])
 def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
     with pytest.raises(ValueError, match=flag):
@@ -141,3 +142,27 @@ def test_budget_auto_takes_the_tables_largest_budget(server_args_cls, tmp_path):
     a = _args(server_args_cls, speculative_ddtree_budget="auto", speculative_ddtree_step_cost=str(table))
     assert a.speculative_ddtree_budget == 24 and a.speculative_num_draft_tokens == 25  # the verify width
     assert _args(server_args_cls, speculative_ddtree_budget="12").speculative_ddtree_budget == 12  # CLI strings
+
+
+def test_extra_buffer_test_switch_resolves_the_tiny_hybrid_to_extra_buffer(server_args_cls, monkeypatch):
+    """testing/extra_buffer_arch.py: without the switch sglang leaves the tiny text-only hybrid's
+    radix-cache strategy unresolved (no state tracking); with it, ``auto`` resolves to
+    ``extra_buffer`` as for the real Qwen3.6 checkpoint (the GPU *-xb-radix cases rely on it)."""
+    import sglang.srt.arg_groups.overrides as overrides
+    import sglang.srt.server_args as sa
+
+    from sglang_ddtree.testing.extra_buffer_arch import ENV, apply_extra_buffer_archs
+
+    # Restored after the test; extra_buffer validation asks for a CUDA build, absent here.
+    monkeypatch.setattr(overrides, "_MAMBA_RADIX_CACHE_ARCHS", overrides._MAMBA_RADIX_CACHE_ARCHS)
+    monkeypatch.setattr(overrides, "_MAMBA_EXTRA_BUFFER_ARCHS", overrides._MAMBA_EXTRA_BUFFER_ARCHS)
+    monkeypatch.setattr(sa, "is_cuda", lambda: True)
+    monkeypatch.delenv(ENV, raising=False)
+    assert apply_extra_buffer_archs() == []
+    plain = _hybrid(server_args_cls, disable_overlap_schedule=False)
+    assert plain.mamba_radix_cache_strategy == "auto" and not plain.enable_mamba_extra_buffer()
+    monkeypatch.setenv(ENV, "Qwen3_5ForCausalLM")
+    assert apply_extra_buffer_archs() == ["Qwen3_5ForCausalLM"]
+    tracked = _hybrid(server_args_cls, disable_overlap_schedule=False, mamba_track_interval=16)
+    assert tracked.mamba_radix_cache_strategy == "extra_buffer" and tracked.enable_mamba_extra_buffer()
+    assert "Qwen3_5ForConditionalGeneration" in overrides._MAMBA_EXTRA_BUFFER_ARCHS  # kept

@@ -109,23 +109,3 @@ def test_tracking_slots_rebuilt_before_the_verify(monkeypatch):
     b = batch()
     prepare_state_tracking(b)
     assert b.mamba_track_indices is None and b.mamba_track_mask is not None
-
-
-def test_extra_buffer_archs_switch_is_test_only_and_additive(monkeypatch):
-    """testing/extra_buffer_arch.py: with the variable set, sglang's extra-buffer strategy
-    accepts the tiny text-only hybrid (so the GPU cases exercise state tracking); unset, nothing
-    changes."""
-    import sglang.srt.arg_groups.overrides as overrides
-
-    from sglang_ddtree.testing.extra_buffer_arch import ENV, apply_extra_buffer_archs
-
-    view = types.SimpleNamespace(linear_attn_backend="triton")
-    before = overrides._MAMBA_EXTRA_BUFFER_ARCHS
-    monkeypatch.setattr(overrides, "_MAMBA_EXTRA_BUFFER_ARCHS", before)  # restored after the test
-    monkeypatch.delenv(ENV, raising=False)
-    assert apply_extra_buffer_archs() == [] and overrides._MAMBA_EXTRA_BUFFER_ARCHS is before
-    assert not overrides.supports_mamba_cache_extra_buffer(view, "Qwen3_5ForCausalLM")
-    monkeypatch.setenv(ENV, "Qwen3_5ForCausalLM")
-    assert apply_extra_buffer_archs() == ["Qwen3_5ForCausalLM"]
-    assert overrides.supports_mamba_cache_extra_buffer(view, "Qwen3_5ForCausalLM")
-    assert overrides.supports_mamba_cache_extra_buffer(view, "Qwen3_5ForConditionalGeneration")  # kept

@@ -3,16 +3,20 @@
 sglang 0.5.17 decides by architecture name whether a hybrid model may use the extra-buffer
 strategy, the one that tracks linear-attention states during decode for the radix cache
 (``arg_groups/overrides.py::_MAMBA_EXTRA_BUFFER_ARCHS``, read by
-``supports_mamba_cache_extra_buffer``). Our tiny hybrid target loads as the text-only
-``Qwen3_5ForCausalLM``, which is not listed (the real Qwen3.6 checkpoints load as
-``Qwen3_5ForConditionalGeneration``, which is), so on it sglang resolves ``no_buffer`` and the
-state-tracking paths never run. Setting ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS`` (comma-separated
-architecture names) adds those names to the set in every sglang process (the plugin's
-``register`` runs in each), for the GPU test cases that exercise tracking. Unset in production:
-nothing changes.
+``supports_mamba_cache_extra_buffer``), and by a second architecture set whether the hybrid
+radix-cache resolution runs at all (``_MAMBA_RADIX_CACHE_ARCHS``, read by
+``_mamba_radix_cache_resolution``). Our tiny hybrid target loads as the text-only
+``Qwen3_5ForCausalLM``, which is in neither (the real Qwen3.6 checkpoints load as
+``Qwen3_5ForConditionalGeneration``, which is in both), so on it the strategy stays unresolved
+(``auto``, read as no extra buffer) and the state-tracking paths never run. Session 8 found that
+adding the name to the first set alone changed nothing (the H200 reruns cached exactly what
+they cached without it). Setting ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS`` (comma-separated
+architecture names) adds those names to both sets in every sglang process (the plugin's
+``register`` runs in each, before ``ServerArgs`` is built), for the GPU test cases that exercise
+tracking. Unset in production: nothing changes.
 
-There is no seam for this in sglang; the module attribute is replaced, narrowly and only when
-the variable is set.
+There is no seam for this in sglang; the two module attributes are replaced, narrowly and only
+when the variable is set.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ ENV = "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS"
 
 
 def apply_extra_buffer_archs() -> list:
-    """Add the architectures named by ``ENV`` to sglang's extra-buffer set; returns the names."""
+    """Add the architectures named by ``ENV`` to sglang's hybrid radix-cache and extra-buffer
+    architecture sets; returns the names."""
     names = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
     if names:
         import sglang.srt.arg_groups.overrides as overrides
 
+        overrides._MAMBA_RADIX_CACHE_ARCHS = frozenset(overrides._MAMBA_RADIX_CACHE_ARCHS) | frozenset(names)
         overrides._MAMBA_EXTRA_BUFFER_ARCHS = frozenset(overrides._MAMBA_EXTRA_BUFFER_ARCHS) | frozenset(names)
     return names
