@@ -87,8 +87,28 @@ def _time(fn, iters, warmup=3, graph=True, reps=8):
     return statistics.median(ts)
 
 
+def _profile(fn, reps=5):
+    """Per-kernel CUDA time of one ``fn()`` call, ms (torch.profiler, mean over ``reps`` calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None)
+        if t is None:
+            t = getattr(ev, "cuda_time_total", 0.0)
+        if t:
+            out[ev.key] = round(t / 1000.0 / reps, 5)
+    return out
+
+
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
-             alt_impls=(), variants=(), commit_layers=LAYERS):
+             alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=()):
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -120,9 +140,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=4):  # the kernel's defaults
+    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=None, max_depth=None):
+        # (the kernel's defaults)
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
-                                         block_t=block_t, block_v=block_v, num_warps=num_warps)
+                                         block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -137,10 +158,16 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
         for var in variants:
-            impl, bt, bv, *warps = var.split(":")
-            nw = int(warps[0]) if warps else 4
-            out[f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if warps else "") + "_ms_48"] = _time(
-                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw), iters) * LAYERS
+            impl, bt, bv, *more = var.split(":")
+            nw = int(more[0]) if more and more[0] else None
+            depth = int(more[1]) if len(more) > 1 else None
+            key = f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
+            out[key + "_ms_48"] = _time(
+                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth),
+                iters) * LAYERS
+        for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
+            out[f"profile_{impl}_ms_48"] = {
+                name: round(ms * LAYERS, 4) for name, ms in _profile(lambda: ours(precision, impl, conv=False)).items()}
     else:
         ours()
     _, u, G = held["r"]
@@ -216,9 +243,13 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
-    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "inverse"], help="also time these tree_gdn_verify impls")
+    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "inverse", "block"],
+                    help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
-                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps] (e.g. split:16:64:8)")
+                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps[:max_depth]] "
+                         "(e.g. split:16:64:8, block:64:64::15; an empty num_warps is the kernel's default)")
+    ap.add_argument("--profile-impls", nargs="*", default=[],
+                    help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
@@ -230,8 +261,8 @@ def main():
     if a.smoke:
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
         a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
-        a.alt_impls = ["split", "inverse"]
-        a.variants = a.variants or ["split:32:16", "fused:16:16:8"]
+        a.alt_impls = ["split", "inverse", "block"]
+        a.variants = a.variants or ["split:32:16", "fused:16:16:8", "block:64:16::3"]
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,
             "timing": "CUDA-graph replay of 8 calls, median of iters (eager: CUDA events around one call)"}
@@ -254,7 +285,8 @@ def main():
                 continue
             r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
                          ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
-                         variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS)
+                         variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS,
+                         profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else ())
             if phase == "ours":
                 rows.append(r)
             else:

@@ -119,7 +119,7 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
-IMPLS = ["fused", "split", "inverse"]
+IMPLS = ["fused", "split", "inverse", "block"]
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 
 
@@ -182,6 +182,45 @@ def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, ga
         assert _rel(st[slots[r]], want) < tol, (r, node)
     untouched = [i for i in range(state.shape[0]) if i not in slots.tolist()]
     assert torch.equal(st[untouched], state[untouched])
+
+
+@kernels_here
+def test_block_impl_walks_several_chunks(kern):
+    """impl "block" past 65 nodes: the root, then two chunks of 64 (the second reads the first's
+    u back), committed as well."""
+    _verify_and_commit_case(kern, torch.float32, 2e-5, 70, "ieee", "block", K=16, V=16)
+
+
+@pytest.mark.parametrize("impl", ["fused", "block"])
+@kernels_here
+def test_depth_bound_cuts_squarings_and_is_used(kern, impl):
+    """``max_depth`` (the tree builder's depth limit) shortens each chunk's solve: right for
+    trees within the bound, and really used — a chain deeper than a wrong bound comes out wrong.
+    Strong coupling (one key for every node, beta ~ 1, no decay) makes a cut series far off; it
+    is also the hard case for the solve by repeated squaring, whose terms count the paths
+    through a chunk: with DDTree's paths (at most 16 nodes) it stays accurate (measured
+    ~1e-4 relative in fp32; a 40-node chain in one 64-node chunk is not: ~3e3)."""
+    H, HV, K, V, n = 1, 2, 16, 16, 65
+    within = [_explicit(list(range(-1, 15)), n)] + [
+        _from_builder(n - 1, n, 4, seed=int(torch.randint(0, 10**6, ()))) for _ in range(2)]
+    for trees, bound, ok in ((within, 15, True), (within[:1], 4, False)):
+        bs = len(trees)
+        q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, K, V, torch.float32, slots=bs)
+        k, a, b = k[:1].expand_as(k).contiguous(), a - 30.0, b + 6.0
+        anc = torch.stack([t[1] for t in trees])
+        slots = torch.arange(bs)
+        ref_o, _ = _reference(q, k, v, a, b, A_log, dt_bias, [t[0] for t in trees], state[slots], K ** -0.5)
+        o, *_ = kern.tree_gdn_verify(*[x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)], state.to(DEV),
+                                     slots.to(DEV), precision="ieee", impl=impl, max_depth=bound)
+        assert (_rel(o, ref_o) < 1e-3) == ok, (bound, _rel(o, ref_o))
+
+
+def test_squarings_cover_the_longest_path(kern):
+    # (I + A)^-1 = (I - A)(I + A^2)...(I + A^(2^m)) needs 2^(m+1) >= L for paths of L nodes.
+    for block, path, want in [(16, None, 3), (64, None, 5), (64, 15, 3), (64, 16, 3), (64, 17, 4),
+                              (32, None, 4), (16, 2, 0), (16, 3, 1), (16, 1, 0)]:
+        assert kern._squarings(block, path) == want, (block, path)
+    assert [kern.block_chunk(n) for n in (1, 9, 17, 18, 33, 65, 66, 257)] == [16, 16, 16, 32, 32, 64, 64, 64]
 
 
 @kernels_here

@@ -159,23 +159,30 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
 
 
 @triton.jit
-def _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r, o_t,
-                 o_v, m_v, N, NP, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr,
-                 PREC: tl.constexpr):
-    """The chunk's forward substitution given its state products: earlier chunks' u are final;
-    the diagonal block (I + A) u = rhs has A strictly lower triangular (parents precede
-    children), so A^BT = 0 and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...: the factors commute,
-    so they are applied to rhs one by one. Stores o, u (and G from the first V tile)."""
-    eye = o_t[:, None] == o_t[None, :]
+def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV: tl.constexpr, V: tl.constexpr):
+    """A chunk's ``beta``, right-hand side ``beta (v - exp(G) kS)`` and output start
+    ``exp(G) qS`` ([BT], [BT, BV], [BT, BV]) from its state products."""
     b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
     beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
     eG_i = tl.exp(G_i)
     v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
                   mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
-    rhs = beta_i[:, None] * (v_i - eG_i[:, None] * kS)
-    acc = eG_i[:, None] * qS
-    for j in range(i):
-        cols = j * BT + o_t
+    return beta_i, beta_i[:, None] * (v_i - eG_i[:, None] * kS), eG_i[:, None] * qS
+
+
+@triton.jit
+def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, n_prev, c0, rows,
+                 m_r, o_t, o_v, m_v, N, NP, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                 NSQ: tl.constexpr, PREC: tl.constexpr):
+    """The chunk's forward substitution given its right-hand side and output start
+    (:func:`_chunk_rhs`): the ``n_prev`` earlier chunks (nodes ``c0 + j * BT + ...``) have final
+    u; the diagonal block (I + A) u = rhs has A strictly lower triangular (parents precede
+    children), so A^L = 0 for paths of at most L nodes and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...
+    (NSQ squarings): the factors commute, so they are applied to rhs one by one. Stores o, u
+    (and G from the first V tile)."""
+    eye = o_t[:, None] == o_t[None, :]
+    for j in range(n_prev):
+        cols = c0 + j * BT + o_t
         m_c = cols < N
         G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
         u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
@@ -190,7 +197,9 @@ def _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
         acc += tl.dot(qk * dec, u_j, input_precision=PREC)
-    m_p = m_r[:, None] & m_r[None, :]
+    # The pair buffers are written in 16-node blocks on and below the diagonal only: a chunk
+    # that does not start on a block boundary (impl "block") must not read above its diagonal.
+    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
     p_pair = pair0 + rows[:, None] * NP + rows[None, :]
     kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
     qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
@@ -198,7 +207,7 @@ def _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0
     A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
     u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
     Ap = A_ii
-    for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to A^(BT/2)
+    for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to the path length
         Ap = tl.dot(Ap, Ap, input_precision=PREC)
         u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
     acc += tl.dot(qk * dec_ii, u_i, input_precision=PREC)
@@ -236,8 +245,9 @@ def _tree_gdn_fwd_kernel(
         G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                        H, HV, K, V, BT, BK, BV, BKC, PREC)
-        _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r,
-                     o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
+        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 0, rows,
+                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         # Later chunks of this program read u (and G) back through global memory.
         tl.debug_barrier()
 
@@ -293,9 +303,86 @@ def _tree_gdn_solve_kernel(
         kS = tl.load(ks_buf + off, mask=m_o, other=0.0)
         qS = tl.load(qs_buf + off, mask=m_o, other=0.0)
         G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
-        _chunk_solve(kS, qS, G_i, b, v, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows, m_r,
-                     o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
+        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 0, rows,
+                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         tl.debug_barrier()
+
+
+@triton.jit
+def _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale,
+                         HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                         BKC: tl.constexpr):
+    """``kn S0`` and ``scale * qn S0`` of node 0 alone ([BV] each), by exact fp32 reductions
+    over K in slices of BKC (a one-row product is no work for a tensor core)."""
+    kss = tl.zeros([BKC], dtype=tl.float32)
+    qss = tl.zeros([BKC], dtype=tl.float32)
+    kS = tl.zeros([BV], dtype=tl.float32)
+    qS = tl.zeros([BV], dtype=tl.float32)
+    for kc in tl.static_range(0, BK, BKC):
+        o_kc = kc + tl.arange(0, BKC)
+        m_kc = o_kc < K
+        kr = tl.load(p_k + o_kc, mask=m_kc, other=0.0).to(tl.float32)
+        qr = tl.load(p_q + o_kc, mask=m_kc, other=0.0).to(tl.float32)
+        kss += kr * kr
+        qss += qr * qr
+        S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
+                      mask=m_kc[:, None] & m_v[None, :], other=0.0).to(tl.float32)
+        kS += tl.sum(kr[:, None] * S0c, 0)
+        qS += tl.sum(qr[:, None] * S0c, 0)
+    return kS * (1.0 / tl.sqrt(tl.sum(kss, 0) + 1e-6)), qS * (scale / tl.sqrt(tl.sum(qss, 0) + 1e-6))
+
+
+@triton.jit
+def _tree_gdn_block_kernel(
+    q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, kk_buf, qk_buf,
+    o, u_buf, g_buf,
+    N, NP, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr,
+):
+    """impl "block": grid (V tiles, bs * HV). A verify tree is a root (node 0) and B nodes, B
+    a power of two for the usual budgets, so N = B + 1 never fills power-of-two tiles (65 nodes
+    took five 16-node chunks, the last one node). The root goes first, alone: its u and o need
+    only S0. The other nodes follow in chunks of BT (up to 64: budgets up to 64 are one chunk,
+    no dependent walk), the root entering each chunk as a rank-1 term (its pair products with
+    a node are 0 unless it is the node's ancestor, which it is for every tree node)."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    o_t = tl.arange(0, BT)
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    tok0 = i_b * N
+    anc_b = anc + i_b.to(tl.int64) * N * N
+    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    p_q = q + (tok0 * H + i_h) * K
+    p_k = k + (tok0 * H + i_h) * K
+    kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
+    G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
+    beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
+    v_r = tl.load(v + (tok0 * HV + i_hv) * V + o_v, mask=m_v, other=0.0).to(tl.float32)
+    u_r = beta_r * (v_r - tl.exp(G_r) * kS_r)
+    o_r = tl.exp(G_r) * qS_r + tl.load(qk_buf + pair0) * u_r
+    tl.store(o + (tok0 * HV + i_hv) * V + o_v, o_r.to(o.dtype.element_ty), mask=m_v)
+    tl.store(u_buf + (tok0 * HV + i_hv) * V + o_v, u_r, mask=m_v)
+    if i_v == 0:
+        tl.store(g_buf + tok0 * HV + i_hv, G_r)
+    for i in range(NT):
+        rows = 1 + i * BT + o_t
+        m_r = rows < N
+        # Chunks 0 .. i + 1 of BT columns cover every ancestor (columns 0 .. (i + 1) * BT).
+        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 2, rows, m_r, o_t, N, HV, BT)
+        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
+        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+        kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+        qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+        dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))  # finite, as in _chunk_solve
+        rhs -= (beta_i * dec_r * kk_r)[:, None] * u_r[None, :]
+        acc += (dec_r * qk_r)[:, None] * u_r[None, :]
+        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 1, rows,
+                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
+        tl.debug_barrier()  # later chunks read this one's u (and G) back
 
 
 @triton.jit
@@ -720,9 +807,21 @@ def _out_buffer(buf, shape, dev, name):
     return buf
 
 
+def _squarings(block: int, max_path) -> int:
+    """Squarings in a chunk's ``(I + A)^-1 = (I - A)(I + A^2)...``: A^L = 0 when no path inside
+    the chunk has more than L nodes (L <= the chunk size; ``max_path`` bounds it further)."""
+    L = block if max_path is None else max(1, min(block, int(max_path)))
+    return max(0, (L - 1).bit_length() - 1)
+
+
+def block_chunk(n_nodes: int) -> int:
+    """impl "block": the chunk size for the non-root nodes (a power of two, 16 .. 64)."""
+    return min(64, max(16, triton.next_power_of_2(max(1, n_nodes - 1))))
+
+
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto",
-                    num_warps: int = 4, u_out=None, G_out=None):
+                    num_warps=None, u_out=None, G_out=None, max_depth=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -736,9 +835,13 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     then products of independent blocks, no dependent walk; not yet timed on a GPU) or "auto"
     (:func:`pick_impl`).
     ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
-    ``num_warps`` of the verify kernels (8 is not timed yet: fewer registers, no spills).
+    impl "block" (root alone, then chunks of up to 64 non-root nodes; ``block_t`` is not used
+    by it, see :func:`block_chunk`) is new and not yet the ``auto`` choice.
+    ``num_warps`` of the verify kernels: default 4, 8 for "block" chunks of 64.
     ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
-    graph's shared buffers), else new tensors.
+    graph's shared buffers), else new tensors. ``max_depth``: if given, no root-to-node path
+    has more than ``max_depth`` nodes besides the root (the tree builder's depth limit); fewer
+    squarings in each chunk's solve. A wrong bound gives wrong results.
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -763,13 +866,25 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     qk = torch.empty_like(kk)
     _tree_qk_kernel[(NT, NT, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=block_t, BK=BK,
                                      PREC=precision, num_warps=4)
-    common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps)
+    path = None if max_depth is None else int(max_depth) + 1  # nodes on a path, root included
+    if impl == "block":
+        bt = block_chunk(N)
+        _tree_gdn_block_kernel[(triton.cdiv(V, BV), bs * HV)](
+            q, k, v.contiguous(), a.contiguous(), b.contiguous(),
+            A_log.contiguous(), dt_bias.contiguous(), anc, state,
+            state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
+            H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, NT=triton.cdiv(N - 1, bt),
+            NSQ=_squarings(bt, max_depth), BKC=min(BK, 32), PREC=precision,
+            num_warps=num_warps or (8 if bt >= 64 else 4),
+        )
+        return o, u, G
+    common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
     if impl == "fused":
         _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), a.contiguous(), b.contiguous(),
             A_log.contiguous(), dt_bias.contiguous(), anc, state,
             state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
-            NT=NT, NSQ=block_t.bit_length() - 2, BKC=min(BK, 32), **common,
+            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), **common,
         )
     elif impl == "split":
         ks = torch.empty_like(u)
@@ -781,7 +896,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         )
         _tree_gdn_solve_kernel[(triton.cdiv(V, BV), bs * HV)](
             b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
-            NT=NT, NSQ=block_t.bit_length() - 2, **common,
+            NT=NT, NSQ=_squarings(block_t, path), **common,
         )
     elif impl == "inverse":
         t_buf = torch.empty(bs, HV, N, N, dtype=torch.float32, device=dev)
@@ -798,7 +913,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             o, u, qs, N, float(scale), NT=NT, BKC=min(BK, 32), **common,
         )
     else:
-        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split' or 'inverse', got {impl!r}")
+        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split', 'inverse' or 'block', "
+                         f"got {impl!r}")
     return o, u, G
 
 
