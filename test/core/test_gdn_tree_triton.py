@@ -119,7 +119,7 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
-IMPLS = ["fused", "split", "inverse", "block"]
+IMPLS = ["fused", "split", "inverse", "block", "twostage"]
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 
 
@@ -191,7 +191,7 @@ def test_block_impl_walks_several_chunks(kern):
     _verify_and_commit_case(kern, torch.float32, 2e-5, 70, "ieee", "block", K=16, V=16)
 
 
-@pytest.mark.parametrize("impl", ["fused", "block"])
+@pytest.mark.parametrize("impl", ["fused", "block", "twostage"])
 @kernels_here
 def test_depth_bound_cuts_squarings_and_is_used(kern, impl):
     """``max_depth`` (the tree builder's depth limit) shortens each chunk's solve: right for
@@ -213,6 +213,15 @@ def test_depth_bound_cuts_squarings_and_is_used(kern, impl):
         o, *_ = kern.tree_gdn_verify(*[x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)], state.to(DEV),
                                      slots.to(DEV), precision="ieee", impl=impl, max_depth=bound)
         assert (_rel(o, ref_o) < 1e-3) == ok, (bound, _rel(o, ref_o))
+
+
+@kernels_here
+def test_twostage_refuses_trees_past_one_chunk(kern):
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, 70, 1, 2, 16, 16, torch.float32, slots=1)
+    anc = _explicit(list(range(-1, 69)), 70)[1][None]
+    with pytest.raises(ValueError, match="at most 65 nodes"):
+        kern.tree_gdn_verify(*[x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)], state.to(DEV),
+                             torch.zeros(1, dtype=torch.int64).to(DEV), impl="twostage")
 
 
 def test_squarings_cover_the_longest_path(kern):

@@ -386,6 +386,107 @@ def _tree_gdn_block_kernel(
 
 
 @triton.jit
+def _tree_twostage_prep_kernel(
+    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, p_buf, c_buf,
+    N, NP,
+    H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr,
+):
+    """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
+    on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
+    ``beta_i exp(G_i - G_j) kn_i.kn_j`` over the non-root nodes' ancestor pairs and ``Qc`` the
+    ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` (repeated squaring) and
+    ``P = Qc T``. The root enters every node's right-hand side as ``- c_i u_root`` with
+    ``c_i = beta_i exp(G_i - G_root) kn_i.kn_root``, so the second pass needs ``T c`` and
+    ``exp(G_i - G_root) qn_i.kn_root - P c`` too ([BT] each, into ``c_buf``). Writes G (every
+    node, for the commit as well)."""
+    i_bh = tl.program_id(0)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
+    o_t = tl.arange(0, BT)
+    rows = 1 + o_t
+    m_r = rows < N
+    eye = o_t[:, None] == o_t[None, :]
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    tok0 = i_b * N
+    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
+    # Two column chunks of BT cover every ancestor (columns 0 .. BT).
+    G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
+    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+    # On and below the diagonal only (the pair buffers hold nothing above their 16-node blocks).
+    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
+    p_pair = pair0 + rows[:, None] * NP + rows[None, :]
+    kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+    qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+    # Finite off the ancestor pairs too (the products are 0 there), as in _chunk_solve.
+    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
+    A = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
+    Tm = tl.where(eye, 1.0, 0.0) - A
+    Ap = A
+    for _ in tl.static_range(NSQ):  # T = (I - A)(I + A^2)(I + A^4)...
+        Ap = tl.dot(Ap, Ap, input_precision=PREC)
+        Tm = Tm + tl.dot(Ap, Tm, input_precision=PREC)
+    P = tl.dot(qk * dec, Tm, input_precision=PREC)
+    kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+    qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+    dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
+    c = beta_i * dec_r * kk_r
+    mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
+    tl.store(t_buf + mat, Tm)
+    tl.store(p_buf + mat, P)
+    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + o_t, tl.sum(Tm * c[None, :], 1))
+    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + BT + o_t, dec_r * qk_r - tl.sum(P * c[None, :], 1))
+    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+    tl.store(g_buf + tok0 * HV + i_hv, G_r)
+
+
+@triton.jit
+def _tree_twostage_apply_kernel(
+    q, k, v, b, state, state_idx, qk_buf, g_buf, t_buf, p_buf, c_buf, o, u_buf,
+    N, NP, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
+):
+    """impl "twostage", second pass, grid (V tiles, bs * HV): the root from S0 alone, then all
+    other nodes at once: ``u = T rhs - (T c) u_root`` and
+    ``o = exp(G) qS + P rhs + (exp(G - G_root) qk_root - P c) u_root`` with
+    ``rhs = beta (v - exp(G) kS)`` — state products and two block products, nothing dependent."""
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    o_t = tl.arange(0, BT)
+    rows = 1 + o_t
+    m_r = rows < N
+    tok0 = i_b * N
+    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    p_q = q + (tok0 * H + i_h) * K
+    p_k = k + (tok0 * H + i_h) * K
+    kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
+    G_r = tl.load(g_buf + tok0 * HV + i_hv)
+    beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
+    v_r = tl.load(v + (tok0 * HV + i_hv) * V + o_v, mask=m_v, other=0.0).to(tl.float32)
+    u_r = beta_r * (v_r - tl.exp(G_r) * kS_r)
+    o_r = tl.exp(G_r) * qS_r + tl.load(qk_buf + pair0) * u_r
+    tl.store(o + (tok0 * HV + i_hv) * V + o_v, o_r.to(o.dtype.element_ty), mask=m_v)
+    tl.store(u_buf + (tok0 * HV + i_hv) * V + o_v, u_r, mask=m_v)
+    G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
+    kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                   H, HV, K, V, BT, BK, BV, BKC, PREC)
+    beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+    i_bh = (i_b * HV + i_hv).to(tl.int64)
+    mat = i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :]
+    tc = tl.load(c_buf + i_bh * 2 * BT + o_t)
+    pc = tl.load(c_buf + i_bh * 2 * BT + BT + o_t)
+    u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
+    acc += tl.dot(tl.load(p_buf + mat), rhs, input_precision=PREC) + pc[:, None] * u_r[None, :]
+    off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
+    m_o = m_r[:, None] & m_v[None, :]
+    tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
+    tl.store(u_buf + off, u, mask=m_o)
+
+
+@triton.jit
 def _tree_decay_kernel(a, A_log, dt_bias, anc, g_buf, N, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr):
     """impl "inverse", grid (bs * HV, chunks): the path decays G of one chunk's nodes."""
     i_bh = tl.program_id(0)
@@ -836,7 +937,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     (:func:`pick_impl`).
     ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
     impl "block" (root alone, then chunks of up to 64 non-root nodes; ``block_t`` is not used
-    by it, see :func:`block_chunk`) is new and not yet the ``auto`` choice.
+    by it, see :func:`block_chunk`) and "twostage" (trees of at most 65 nodes: the
+    V-independent ``(I + A)^-1`` per request and head first, then every node at once) are new
+    and not yet ``auto`` choices.
     ``num_warps`` of the verify kernels: default 4, 8 for "block" chunks of 64.
     ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
     graph's shared buffers), else new tensors. ``max_depth``: if given, no root-to-node path
@@ -878,6 +981,24 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             num_warps=num_warps or (8 if bt >= 64 else 4),
         )
         return o, u, G
+    if impl == "twostage":
+        bt = block_chunk(N)
+        if N - 1 > bt:
+            raise ValueError(f"tree_gdn_verify: impl 'twostage' serves trees of at most {bt + 1} nodes, got {N}")
+        t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
+        p_buf = torch.empty_like(t_buf)
+        c_buf = torch.empty(bs * HV, 2, bt, dtype=torch.float32, device=dev)
+        _tree_twostage_prep_kernel[(bs * HV,)](
+            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, p_buf,
+            c_buf, N, N, H=H, HV=HV, BT=bt, NSQ=_squarings(bt, max_depth), PREC=precision,
+            num_warps=num_warps or (8 if bt >= 64 else 4),
+        )
+        _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
+            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), qk, G, t_buf, p_buf,
+            c_buf, o, u, N, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
+            PREC=precision, num_warps=num_warps or (8 if bt >= 64 else 4),
+        )
+        return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
     if impl == "fused":
         _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
@@ -913,8 +1034,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             o, u, qs, N, float(scale), NT=NT, BKC=min(BK, 32), **common,
         )
     else:
-        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split', 'inverse' or 'block', "
-                         f"got {impl!r}")
+        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split', 'inverse', 'block' or "
+                         f"'twostage', got {impl!r}")
     return o, u, G
 
 
