@@ -98,12 +98,16 @@ GDN_MODES = ("snapshot", "wy")
 
 
 def default_gdn_mode(server_args) -> str:
-    """``wy`` (measured faster than ``snapshot`` at Qwen3.6-27B size, RESULTS.md session 6)
-    unless the radix cache is on: wy's prefix-cache state tracking has not run on a GPU yet (the
-    tiny text-only hybrid target is outside sglang's hybrid radix-cache resolution, so nothing is
-    tracked on it; testing/extra_buffer_arch.py), so there the
-    default stays sglang's per-node path."""
-    return "wy" if getattr(server_args, "disable_radix_cache", False) else "snapshot"
+    """``wy`` (measured faster than ``snapshot`` at Qwen3.6-27B size, RESULTS.md sessions 6-7)
+    unless the radix cache runs sglang's ``no_buffer`` strategy (asked for by name): there the
+    H200 showed wy's rerun from a cached prefix leave sglang DFLASH's at one token of four
+    requests (sessions 7-8; DFLASH refuses log-probs, so a near-tie cannot be shown), so the
+    default stays sglang's per-node path. With state tracking (``extra_buffer``, what Qwen3.6
+    resolves) wy's tracked states equal the per-node ones and its reruns equal DFLASH's
+    (session 8)."""
+    if getattr(server_args, "disable_radix_cache", False):
+        return "wy"
+    return "snapshot" if getattr(server_args, "mamba_radix_cache_strategy", None) == "no_buffer" else "wy"
 
 
 def _flag(name: str) -> str:
@@ -152,7 +156,7 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     if mode is None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)
         logger.info("DDTREE: hybrid targets' GatedDeltaNet state: --speculative-ddtree-gdn-mode %s (default%s)", mode,
-                    "; the radix cache is on: add --disable-radix-cache for the faster wy"
+                    "; the radix cache's no_buffer strategy is on: wy is faster, see README"
                     if mode == "snapshot" else "")
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")

@@ -89,7 +89,6 @@ class DDTreeVerifyInput(DFlashVerifyInput):
 
 
 # Developer switch: wy mode with the radix cache's state tracking (not yet run on a GPU).
-WY_RADIX_ENV = "SGLANG_DDTREE_WY_RADIX"
 
 
 def verify_width(budget: int, block_size: int) -> int:
@@ -267,16 +266,9 @@ class DDTreeWorker(DFlashWorkerV2):
         if not self._need_mamba_verify_commit:
             return
         if self.gdn_mode == "wy":
-            sa = self.target_worker.model_runner.server_args
-            # The wy commit writes the tracked state too (wy_commit's track_slots), but that has
-            # not run on a GPU yet: until it has, the radix cache with wy needs the developer
-            # switch (the GPU case ddtree8-qwen35-wy-radix sets it).
-            if sa.enable_mamba_extra_buffer() and os.environ.get(WY_RADIX_ENV) != "1":
-                raise NotImplementedError(
-                    "--speculative-ddtree-gdn-mode wy does not serve prefix-cache state tracking "
-                    f"(--mamba-radix-cache-strategy {sa.mamba_radix_cache_strategy}) yet; add "
-                    "--disable-radix-cache, or use --speculative-ddtree-gdn-mode snapshot."
-                )
+            # With the radix cache's state tracking the wy commit writes the tracked state too
+            # (wy_commit's track_slots): equal to sglang's per-node state on the H200 (session 8,
+            # GPU case ddtree8-qwen35-wy-check-xb-radix).
             logger.info("DDTREE: hybrid target, GatedDeltaNet layers through the snapshot-free tree "
                         "kernels (--speculative-ddtree-gdn-mode wy)")
             return

@@ -73,14 +73,17 @@ def test_gdn_mode_wy_is_accepted(server_args_cls):
     assert _args(server_args_cls, speculative_ddtree_gdn_mode="snapshot").speculative_ddtree_gdn_mode == "snapshot"
 
 
-def test_gdn_mode_default_is_wy_without_the_radix_cache(server_args_cls):
-    # wy measured faster at 27B size; with the radix cache on, its state tracking is unverified
-    # on a GPU, so the default there stays sglang's per-node path.
-    assert _hybrid(server_args_cls).speculative_ddtree_gdn_mode == "snapshot"
+def test_gdn_mode_default_is_wy_except_with_the_no_buffer_radix_cache(server_args_cls):
+    # wy measured faster at 27B size; its state tracking (extra_buffer) matched sglang's per-node
+    # path on the H200 (session 8); under no_buffer a rerun left DFLASH's at one token.
+    assert _hybrid(server_args_cls).speculative_ddtree_gdn_mode == "wy"
     assert _hybrid(server_args_cls, disable_radix_cache=True).speculative_ddtree_gdn_mode == "wy"
+    assert _hybrid(server_args_cls, mamba_radix_cache_strategy="no_buffer").speculative_ddtree_gdn_mode == "snapshot"
     # An explicit choice is kept either way.
     assert _hybrid(server_args_cls, disable_radix_cache=True,
                    speculative_ddtree_gdn_mode="snapshot").speculative_ddtree_gdn_mode == "snapshot"
+    assert _hybrid(server_args_cls, mamba_radix_cache_strategy="no_buffer",
+                   speculative_ddtree_gdn_mode="wy").speculative_ddtree_gdn_mode == "wy"
 
 
 def test_wy_cross_check_needs_the_eager_verify(server_args_cls, monkeypatch):
@@ -109,12 +112,12 @@ def _hybrid(cls, **kw):
     )
 
 
-def test_hybrid_target_served_through_the_snapshot_path(server_args_cls):
+def test_hybrid_target_served_through_the_snapshot_path_when_asked(server_args_cls):
     # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
-    # GPU smoke suite runs DDTREE on the tiny hybrid end to end (RESULTS.md, session 3).
+    # GPU smoke suite runs DDTREE on the tiny hybrid end to end (RESULTS.md, sessions 3-8).
     from sglang_ddtree.registration import is_hybrid_target
 
-    a = _hybrid(server_args_cls)
+    a = _hybrid(server_args_cls, speculative_ddtree_gdn_mode="snapshot")
     assert is_hybrid_target(a)
     assert a.speculative_ddtree_gdn_mode == "snapshot"
     assert a.speculative_num_draft_tokens == 17
