@@ -77,6 +77,11 @@ def _standalone(draft):
 
 
 def _ddtree(budget, model="llama", topk=4, **extra):
+    # Hybrid cases name their GDN mode: unnamed (no "-wy") is sglang's per-node path, whatever
+    # the engine's default (wy since session 8); None leaves the default to the engine.
+    if model == "qwen35":
+        extra.setdefault("speculative_ddtree_gdn_mode", "snapshot")
+    extra = {k: v for k, v in extra.items() if v is not None}
     return dict(speculative_algorithm="DDTREE", speculative_draft_model_path=_path(f"dflash-{model}"),
                 speculative_ddtree_budget=budget, speculative_ddtree_topk=topk, **extra)
 
@@ -256,6 +261,8 @@ CASES = {
     "ddtree8-qwen35-wy-check-xb-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                    mamba_track_interval=TRACK_INTERVAL), {
         "track_check": True, "env": dict(XB_ENV, SGLANG_DDTREE_WY_CHECK="1", SGLANG_DDTREE_VERIFY_CUDA_GRAPH="0")}),
+    # The engine's own default for a hybrid target with the radix cache on (wy since session 8).
+    "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
 }

@@ -92,17 +92,36 @@ def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     with pytest.raises(AssertionError):
         gpu_cases.assert_speculative(results(dict(good, output_ids=[[8] + c[1:] for c in cont]), like=like),
                                      "ddtree8-qwen35-radix")
-    # Extra-buffer cases (decode-time tracking) must hit tracked states, and match the
-    # no-speculation control.
+    # Extra-buffer cases (decode-time tracking): DDTREE reruns as sglang's DFLASH does; the
+    # no-speculation control must have reused a tracked decode-time state (deep).
     def xb(rerun, like):
         r = results(rerun, like=like)
         r["ddtree8-qwen35-xb-radix"] = dict(r.pop("ddtree8-qwen35-radix"), name="ddtree8-qwen35-xb-radix")
-        r["nospec-qwen35-xb-radix"] = dict(r.pop("dflash-qwen35-radix"), name="nospec-qwen35-xb-radix")
+        r["dflash-qwen35-xb-radix"] = dict(r.pop("dflash-qwen35-radix"), name="dflash-qwen35-xb-radix")
+        r["nospec-qwen35-xb-radix"] = dict(r["dflash-qwen35-xb-radix"], name="nospec-qwen35-xb-radix")
         return r
 
     assert gpu_cases.assert_speculative(xb(good, good), "ddtree8-qwen35-xb-radix") is None
-    with pytest.raises(AssertionError):  # shallow hits: nothing tracked was reused
-        gpu_cases.assert_speculative(xb(shallow, shallow), "ddtree8-qwen35-xb-radix")
+    with pytest.raises(AssertionError):  # other cache depths than DFLASH's
+        gpu_cases.assert_speculative(xb(good, dict(good, cached_tokens=[0, 0, 0, 0])), "ddtree8-qwen35-xb-radix")
+    assert gpu_cases.assert_speculative(xb(good, dict(good, cached_tokens=[0, 16, 0, 0])),
+                                        "nospec-qwen35-xb-radix") is None
+    with pytest.raises(AssertionError):  # deep: no rerun reused a tracked decode-time state
+        gpu_cases.assert_speculative(xb(good, dict(good, cached_tokens=[5, 3, 15, 9])), "nospec-qwen35-xb-radix")
+    # wy's documented cut (request 4 from position 11) against DFLASH; elsewhere it fails.
+    def wy(got):
+        r = results(got, like=good)
+        r["ddtree8-qwen35-wy-radix"] = dict(r.pop("ddtree8-qwen35-radix"), name="ddtree8-qwen35-wy-radix")
+        return r
+
+    cut = [list(c) for c in cont]
+    cut[3][11:] = [9] * (len(cut[3]) - 11)
+    # (passes the DFLASH comparison; the cut request also leaves the cache-less rerun: known)
+    assert gpu_cases.assert_speculative(wy(dict(good, output_ids=cut)), "ddtree8-qwen35-wy-radix").startswith("known:")
+    early = [list(c) for c in cont]
+    early[3][5] = 9
+    with pytest.raises(AssertionError):
+        gpu_cases.assert_speculative(wy(dict(good, output_ids=early)), "ddtree8-qwen35-wy-radix")
     with pytest.raises(AssertionError):  # the reference must not have read a cache
         gpu_cases.assert_speculative(results(good, dict(cached_tokens=[0, 5, 0, 0])), "nocache-qwen35-rerun")
     with pytest.raises(AssertionError):  # a radix case without its references fails, not passes
