@@ -127,7 +127,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     slots = bs + 1
     state = torch.randn(slots, HV, V, K, device=dev) * 0.1
     sidx = torch.arange(bs, device=dev, dtype=torch.int32)
-    anc = lay.ancestor_mask.to(dev)
+    anc = lay.ancestor_mask.to(torch.uint8).to(dev)  # as the engine keeps it (compat/gdn_wy.py)
     parent = lay.parent.to(dev)
     x = torch.randn(T, C, device=dev, dtype=bf)
     w = torch.randn(C, KW, device=dev, dtype=bf)
@@ -140,10 +140,11 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=None, max_depth=None):
-        # (the kernel's defaults)
+    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=None, max_depth=None,
+             qk_block=None):  # (the kernel's defaults)
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
-                                         block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth)
+                                         block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
+                                         qk_block=qk_block)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -160,14 +161,17 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         for var in variants:
             impl, bt, bv, *more = var.split(":")
             nw = int(more[0]) if more and more[0] else None
-            depth = int(more[1]) if len(more) > 1 else None
-            key = f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
+            depth = int(more[1]) if len(more) > 1 and more[1] else None
+            qkb = int(more[2]) if len(more) > 2 and more[2] else None
+            key = (f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
+                   + (f"_qk{qkb}" if qkb else ""))
             out[key + "_ms_48"] = _time(
-                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth),
-                iters) * LAYERS
+                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth,
+                             qk_block=qkb), iters) * LAYERS
         for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
             out[f"profile_{impl}_ms_48"] = {
-                name: round(ms * LAYERS, 4) for name, ms in _profile(lambda: ours(precision, impl, conv=False)).items()}
+                name: round(ms * LAYERS, 4)
+                for name, ms in _profile(lambda: ours(precision, impl, conv=False, max_depth=15)).items()}
     else:
         ours()
     _, u, G = held["r"]
@@ -246,8 +250,9 @@ def main():
     ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "inverse", "block"],
                     help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
-                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps[:max_depth]] "
-                         "(e.g. split:16:64:8, block:64:64::15; an empty num_warps is the kernel's default)")
+                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps[:max_depth[:qk_block]]] "
+                         "(e.g. split:16:64:8, block:64:64::15, twostage:64:64:4:15:16; empty = the kernel's "
+                         "default)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

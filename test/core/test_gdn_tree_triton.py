@@ -125,10 +125,11 @@ DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 
 def _impl_cases(sizes):
     """``(impl, size)`` pairs: on a GPU every impl at every size; in the CPU interpreter (the CI
-    time budget) the default impls at every size and the opt-in ``inverse`` at the middle one."""
+    time budget) the ``auto`` choices (fused, split) at every size and the opt-in impls at the
+    middle one (block and twostage have their own multi-chunk / depth-bound tests besides)."""
     if HAS_CUDA:
         return [(i, n) for i in IMPLS for n in sizes]
-    return [(i, n) for i in IMPLS for n in sizes if i != "inverse" or n == sizes[len(sizes) // 2]]
+    return [(i, n) for i in IMPLS for n in sizes if i in ("fused", "split") or n == sizes[len(sizes) // 2]]
 
 
 @pytest.mark.parametrize("impl,n", _impl_cases([16, 23, 40]))

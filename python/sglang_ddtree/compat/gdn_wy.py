@@ -88,14 +88,18 @@ class WyVerifyState:
     # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
     # [L, slots, C, W-1]``), set by the verify for the commit.
     pool_states: Any = None
+    # No root-to-node path has more non-root nodes than this (the drafter's block size - 1
+    # bounds every tree and the chain): fewer squarings in the verify's solve. None: no bound.
+    max_depth: Optional[int] = None
 
     @classmethod
-    def from_layout(cls, layout, tables: Optional[Dict[str, Tuple]] = None) -> "WyVerifyState":
+    def from_layout(cls, layout, tables: Optional[Dict[str, Tuple]] = None,
+                    max_depth: Optional[int] = None) -> "WyVerifyState":
         """The step's state; ``tables``: the caller's weight-table cache, kept across steps (the
         layers' parameters do not move; rebuilding them is a host-to-device copy, a host sync)."""
         parent = layout.parent.to(torch.int32).contiguous()
         return cls(parent=parent, anc=layout.ancestor_mask.to(torch.uint8).contiguous(), work_rows=parent.shape[0],
-                   tables=tables if tables is not None else {})
+                   tables=tables if tables is not None else {}, max_depth=max_depth)
 
 
 def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
@@ -131,7 +135,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out,
-                              impl=os.environ.get(IMPL_ENV, "auto"))
+                              impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth)
     wy.saved[li] = (layer, cache, slots)
     return o
 

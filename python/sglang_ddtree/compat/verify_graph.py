@@ -91,8 +91,11 @@ def static_wy_state(runner, bs: int, width: int):
         runner._ddtree_wy_static = holder
     states = holder["states"]
     if bs not in states:
+        from ..registration import _drafter_block_size
+
         states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
-                                   work=holder["work"], work_rows=holder["max_bs"], tables=holder["tables"])
+                                   work=holder["work"], work_rows=holder["max_bs"], tables=holder["tables"],
+                                   max_depth=_drafter_block_size() - 1)
     return states[bs]
 
 

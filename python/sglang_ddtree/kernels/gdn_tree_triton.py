@@ -922,7 +922,7 @@ def block_chunk(n_nodes: int) -> int:
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto",
-                    num_warps=None, u_out=None, G_out=None, max_depth=None):
+                    num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -940,11 +940,13 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     by it, see :func:`block_chunk`) and "twostage" (trees of at most 65 nodes: the
     V-independent ``(I + A)^-1`` per request and head first, then every node at once) are new
     and not yet ``auto`` choices.
-    ``num_warps`` of the verify kernels: default 4, 8 for "block" chunks of 64.
+    ``num_warps`` of the verify kernels: default 4 (8 for "block" chunks of 64; the H200 timed
+    "twostage" at bs 16, 65 nodes: 17.2 ms with 4 warps vs 30.4 with 8, RESULTS.md session 8).
     ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
     graph's shared buffers), else new tensors. ``max_depth``: if given, no root-to-node path
     has more than ``max_depth`` nodes besides the root (the tree builder's depth limit); fewer
-    squarings in each chunk's solve. A wrong bound gives wrong results.
+    squarings in each chunk's solve. A wrong bound gives wrong results. ``qk_block``: the tile
+    of the node-pair products (default 64 for "block"/"twostage", else ``block_t``).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -964,11 +966,15 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if impl == "auto":
         impl = pick_impl(bs, HV, V, BV, NT, dev)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
-    # Node-pair products per key head (shared by its value heads and every V tile).
+    # Node-pair products per key head (shared by its value heads and every V tile), in blocks
+    # on and below the diagonal; the chunked-by-64 impls read them in 64-node tiles, so they
+    # are formed in 64-node tiles too (four times fewer programs, each norm formed once).
     kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
     qk = torch.empty_like(kk)
-    _tree_qk_kernel[(NT, NT, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=block_t, BK=BK,
-                                     PREC=precision, num_warps=4)
+    qk_bt = qk_block or (64 if impl in ("block", "twostage") else block_t)
+    nq = triton.cdiv(N, qk_bt)
+    _tree_qk_kernel[(nq, nq, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=qk_bt, BK=BK,
+                                     PREC=precision, num_warps=8 if qk_bt >= 64 else 4)
     path = None if max_depth is None else int(max_depth) + 1  # nodes on a path, root included
     if impl == "block":
         bt = block_chunk(N)
@@ -991,12 +997,12 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         _tree_twostage_prep_kernel[(bs * HV,)](
             a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, p_buf,
             c_buf, N, N, H=H, HV=HV, BT=bt, NSQ=_squarings(bt, max_depth), PREC=precision,
-            num_warps=num_warps or (8 if bt >= 64 else 4),
+            num_warps=num_warps or 4,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), qk, G, t_buf, p_buf,
             c_buf, o, u, N, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
-            PREC=precision, num_warps=num_warps or (8 if bt >= 64 else 4),
+            PREC=precision, num_warps=num_warps or 4,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
