@@ -140,8 +140,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     out = {"bs": bs, "budget": "chain16" if chain else budget, "nodes": N}
     held = {}
 
-    def ours(prec=precision, impl="auto", block_t=16, block_v=64, conv=True, num_warps=None, max_depth=None,
-             qk_block=None):  # (the kernel's defaults)
+    def ours(prec=precision, impl="auto", block_t=16, block_v=None, conv=True, num_warps=None, max_depth=15,
+             qk_block=None):  # what the engine runs: auto impl and tiles, depth bound 15 (drafter block - 1)
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
                                          qk_block=qk_block)
@@ -171,7 +171,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
             out[f"profile_{impl}_ms_48"] = {
                 name: round(ms * LAYERS, 4)
-                for name, ms in _profile(lambda: ours(precision, impl, conv=False, max_depth=15)).items()}
+                for name, ms in _profile(lambda: ours(precision, impl, conv=False)).items()}
     else:
         ours()
     _, u, G = held["r"]

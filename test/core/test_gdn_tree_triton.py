@@ -606,12 +606,17 @@ def test_wy_hook_passes_other_calls_through():
         gdn_wy._forward_extend(original, be, "L", fb, True, None, None, None, 1, 2, 3)
 
 
-def test_auto_impl_splits_only_when_the_walk_underfills_the_gpu(kern, monkeypatch):
+def test_auto_impl_follows_the_h200_timings(kern, monkeypatch):
     import types
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
-    assert kern.pick_impl(1, 48, 128, 64, 5, "cuda") == "split"     # 96 programs, 5 node chunks
-    assert kern.pick_impl(1, 48, 128, 64, 1, "cuda") == "fused"     # a 16-node chain: nothing to walk
-    assert kern.pick_impl(4, 48, 128, 64, 5, "cuda") == "fused"     # 384 programs
-    assert kern.pick_impl(16, 48, 128, 64, 5, "cuda") == "fused"
-    assert kern.pick_impl(1, 48, 128, 64, 5, "cpu") == "fused"      # the interpreter
+    assert kern.pick_impl(1, 16, 48, 128, "cuda") == ("fused", 64, None)       # a 16-node chain: one chunk
+    assert kern.pick_impl(16, 16, 48, 128, "cuda") == ("fused", 64, None)
+    assert kern.pick_impl(1, 65, 48, 128, "cuda") == ("twostage", 32, 16)      # 96 programs: narrow tiles
+    assert kern.pick_impl(4, 65, 48, 128, "cuda") == ("twostage", 64, 16)
+    assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 64, 64)     # 1040 tree tokens
+    assert kern.pick_impl(16, 33, 48, 128, "cuda") == ("twostage", 64, 64)
+    assert kern.pick_impl(16, 17, 48, 128, "cuda") == ("twostage", 64, 16)
+    assert kern.pick_impl(1, 129, 48, 128, "cuda") == ("split", 64, None)      # past one 64-node chunk
+    assert kern.pick_impl(16, 129, 48, 128, "cuda") == ("fused", 64, None)
+    assert kern.pick_impl(1, 65, 48, 128, "cpu") == ("fused", 64, None)        # the interpreter

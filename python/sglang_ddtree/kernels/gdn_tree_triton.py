@@ -886,17 +886,29 @@ def _tree_conv_commit_kernel(
 # ----------------------------------------------------------------------------- wrappers
 
 
-def pick_impl(bs: int, num_v_heads: int, v_dim: int, block_v: int, n_chunks: int, device) -> str:
-    """"split" when the fused walk has chunks to walk (``n_chunks`` > 1) and its grid
-    (``bs * HV * V / block_v`` programs) cannot fill the GPU's SMs, else "fused". H200,
-    Qwen3.6-27B shapes, block_v 64 (RESULTS.md, session 4): bs 1, B 64 (96 programs, 5 chunks)
-    split 2.47 vs fused 2.83 ms; bs 1 chain (1 chunk) fused 0.72 vs split 0.85; bs 16, B 64
-    fused 24.7 vs split 28.3 ms."""
+def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block_t: int = 16):
+    """``(impl, block_v, qk_block)`` for ``impl="auto"``, from the H200 timings at Qwen3.6-27B
+    shapes (RESULTS.md session 8, 48 layers, GDN verify alone, depth bound 15):
+
+    - one 16-node chunk (chains): "fused" (bs 1 / 4 / 16: 0.65 / 1.08 / 3.59 ms vs twostage
+      0.84 / 1.37 / 3.91);
+    - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 15.9 vs fused 23.3 ms; bs 4:
+      4.5 vs 6.6; bs 1: 2.2 vs split 2.5), with 32-wide value tiles while its grid
+      (``bs * HV * V / 64`` programs) underfills the SMs (bs 1, 65 nodes: 2.21 vs 2.53 ms)
+      and 64-node pair-product tiles from 528 tree tokens up (bs 16, 65 nodes: 15.9 vs 16.9;
+      smaller batches: 16-node tiles, bs 1: 2.3 vs 2.5);
+    - larger trees: "split" while the fused grid underfills the SMs, else "fused" (session 4).
+
+    On CPU (the interpreter) always "fused"."""
     dev = torch.device(device)
+    n_chunks = triton.cdiv(n_nodes, block_t)
     if dev.type != "cuda" or n_chunks <= 1:
-        return "fused"
+        return "fused", 64, None
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    return "split" if bs * num_v_heads * triton.cdiv(v_dim, block_v) < sms else "fused"
+    underfilled = bs * num_v_heads * triton.cdiv(v_dim, 64) < sms
+    if n_nodes - 1 <= block_chunk(n_nodes):
+        return "twostage", 32 if underfilled else 64, 64 if bs * n_nodes >= 528 else 16
+    return ("split" if underfilled else "fused"), 64, None
 
 
 def _out_buffer(buf, shape, dev, name):
@@ -921,7 +933,7 @@ def block_chunk(n_nodes: int) -> int:
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v: int = 64, precision: str = "tf32x3", impl: str = "auto",
+                    block_t: int = 16, block_v=None, precision: str = "tf32x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
@@ -935,7 +947,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     V-independent part, ``(I + A)^-1`` and the output coupling, per request and head first;
     then products of independent blocks, no dependent walk; not yet timed on a GPU) or "auto"
     (:func:`pick_impl`).
-    ``block_v`` 64 and ``block_t`` 16 are the fastest tiles measured on the H200 (RESULTS.md);
+    ``block_v`` (default 64, or the auto choice) and ``block_t`` 16: the fastest tiles measured
+    on the H200 (RESULTS.md);
     impl "block" (root alone, then chunks of up to 64 non-root nodes; ``block_t`` is not used
     by it, see :func:`block_chunk`) and "twostage" (trees of at most 65 nodes: the
     V-independent ``(I + A)^-1`` per request and head first, then every node at once) are new
@@ -961,10 +974,12 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     u = _out_buffer(u_out, (bs, N, HV, V), dev, "u_out")
     G = _out_buffer(G_out, (bs, N, HV), dev, "G_out")
     BK = max(16, triton.next_power_of_2(K))
-    BV = min(max(16, triton.next_power_of_2(V)), block_v)
-    NT = triton.cdiv(N, block_t)
     if impl == "auto":
-        impl = pick_impl(bs, HV, V, BV, NT, dev)
+        impl, auto_bv, auto_qk = pick_impl(bs, N, HV, V, dev, block_t)
+        block_v = block_v or auto_bv
+        qk_block = qk_block or auto_qk
+    BV = min(max(16, triton.next_power_of_2(V)), block_v or 64)
+    NT = triton.cdiv(N, block_t)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
     # Node-pair products per key head (shared by its value heads and every V tile), in blocks
     # on and below the diagonal; the chunked-by-64 impls read them in 64-node tiles, so they
