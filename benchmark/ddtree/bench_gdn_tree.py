@@ -247,7 +247,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
-    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "inverse", "block"],
+    ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "twostage"],
                     help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="also time the GDN verify alone as impl:block_t:block_v[:num_warps[:max_depth[:qk_block]]] "
@@ -266,8 +266,8 @@ def main():
     if a.smoke:
         shp = dict(H=1, HV=2, K=16, V=16, KW=4)
         a.bs, a.budgets, a.iters, a.no_upstream, a.alt_precisions = [1, 2], [8], 1, True, []
-        a.alt_impls = ["split", "inverse", "block"]
-        a.variants = a.variants or ["split:32:16", "fused:16:16:8", "block:64:16::3"]
+        a.alt_impls = ["split", "twostage"]
+        a.variants = a.variants or ["split:32:16", "fused:16:16:8", "twostage:64:16:4:3:16"]
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "shapes": shp, "layers": LAYERS, "precision": a.precision, "iters": a.iters,
             "timing": "CUDA-graph replay of 8 calls, median of iters (eager: CUDA events around one call)"}

@@ -49,7 +49,7 @@ PRECISION_ENV = "SGLANG_DDTREE_WY_PRECISION"
 COMMIT_ENV = "SGLANG_DDTREE_WY_COMMIT"
 
 # Developer knob: the tree verify's implementation (kernels/gdn_tree_triton.py ``impl``:
-# "auto" default, "fused", "split", "inverse"), to time them inside the engine.
+# "auto" default, "fused", "split", "twostage"), to time them inside the engine.
 IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 
 

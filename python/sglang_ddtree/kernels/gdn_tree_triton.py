@@ -197,8 +197,8 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
         acc += tl.dot(qk * dec, u_j, input_precision=PREC)
-    # The pair buffers are written in 16-node blocks on and below the diagonal only: a chunk
-    # that does not start on a block boundary (impl "block") must not read above its diagonal.
+    # The pair buffers are written in blocks on and below the diagonal only: a chunk that does
+    # not start on a block boundary must not read above its diagonal.
     m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
     p_pair = pair0 + rows[:, None] * NP + rows[None, :]
     kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
@@ -334,58 +334,6 @@ def _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale,
 
 
 @triton.jit
-def _tree_gdn_block_kernel(
-    q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, kk_buf, qk_buf,
-    o, u_buf, g_buf,
-    N, NP, scale,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
-    BKC: tl.constexpr, PREC: tl.constexpr,
-):
-    """impl "block": grid (V tiles, bs * HV). A verify tree is a root (node 0) and B nodes, B
-    a power of two for the usual budgets, so N = B + 1 never fills power-of-two tiles (65 nodes
-    took five 16-node chunks, the last one node). The root goes first, alone: its u and o need
-    only S0. The other nodes follow in chunks of BT (up to 64: budgets up to 64 are one chunk,
-    no dependent walk), the root entering each chunk as a rank-1 term (its pair products with
-    a node are 0 unless it is the node's ancestor, which it is for every tree node)."""
-    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
-    o_t = tl.arange(0, BT)
-    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-    tok0 = i_b * N
-    anc_b = anc + i_b.to(tl.int64) * N * N
-    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
-    p_q = q + (tok0 * H + i_h) * K
-    p_k = k + (tok0 * H + i_h) * K
-    kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
-    G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
-    beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
-    v_r = tl.load(v + (tok0 * HV + i_hv) * V + o_v, mask=m_v, other=0.0).to(tl.float32)
-    u_r = beta_r * (v_r - tl.exp(G_r) * kS_r)
-    o_r = tl.exp(G_r) * qS_r + tl.load(qk_buf + pair0) * u_r
-    tl.store(o + (tok0 * HV + i_hv) * V + o_v, o_r.to(o.dtype.element_ty), mask=m_v)
-    tl.store(u_buf + (tok0 * HV + i_hv) * V + o_v, u_r, mask=m_v)
-    if i_v == 0:
-        tl.store(g_buf + tok0 * HV + i_hv, G_r)
-    for i in range(NT):
-        rows = 1 + i * BT + o_t
-        m_r = rows < N
-        # Chunks 0 .. i + 1 of BT columns cover every ancestor (columns 0 .. (i + 1) * BT).
-        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 2, rows, m_r, o_t, N, HV, BT)
-        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
-        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-        kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
-        qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
-        dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))  # finite, as in _chunk_solve
-        rhs -= (beta_i * dec_r * kk_r)[:, None] * u_r[None, :]
-        acc += (dec_r * qk_r)[:, None] * u_r[None, :]
-        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 1, rows,
-                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
-        tl.debug_barrier()  # later chunks read this one's u (and G) back
-
-
-@triton.jit
 def _tree_twostage_prep_kernel(
     a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, p_buf, c_buf,
     N, NP,
@@ -484,190 +432,6 @@ def _tree_twostage_apply_kernel(
     m_o = m_r[:, None] & m_v[None, :]
     tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
     tl.store(u_buf + off, u, mask=m_o)
-
-
-@triton.jit
-def _tree_decay_kernel(a, A_log, dt_bias, anc, g_buf, N, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr):
-    """impl "inverse", grid (bs * HV, chunks): the path decays G of one chunk's nodes."""
-    i_bh = tl.program_id(0)
-    i = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    o_t = tl.arange(0, BT)
-    rows = i * BT + o_t
-    m_r = rows < N
-    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-    tok0 = i_b * N
-    # All chunks: the bound must not depend on program_id (the interpreter needs a number).
-    G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, NT, rows, m_r, o_t, N, HV, BT)
-    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
-
-
-@triton.jit
-def _diag_inverse(kk_buf, pair0, g_buf, b, tok0, i_hv, rows, m_r, o_t, eye, N,
-                  HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr):
-    """``(beta_i, G_i, (I + A_ii)^-1)`` of one chunk: A_ii strictly lower (parents precede
-    children), so A^BT = 0 and the inverse is (I - A)(I + A^2)(I + A^4)..."""
-    G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
-    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
-    m_p = m_r[:, None] & m_r[None, :]
-    kk = tl.load(kk_buf + pair0 + rows[:, None] * N + rows[None, :], mask=m_p, other=0.0)
-    # Finite off the ancestor pairs too (kk is 0 there), as in _chunk_solve.
-    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
-    A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
-    T_ii = tl.where(eye, 1.0, 0.0) - A_ii
-    Ap = A_ii
-    for _ in tl.static_range(NSQ):
-        Ap = tl.dot(Ap, Ap, input_precision=PREC)
-        T_ii = T_ii + tl.dot(Ap, T_ii, input_precision=PREC)
-    return beta_i, G_i, T_ii
-
-
-@triton.jit
-def _tree_inverse_kernel(
-    b, kk_buf, qk_buf, g_buf, t_buf, p_buf,
-    N,
-    H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
-    PREC: tl.constexpr,
-):
-    """impl "inverse", grid (bs * HV, chunks): the V-independent part of the solve, one block
-    column ``c`` of it per program. With ``A`` the strictly lower ``[N, N]`` matrix of
-    ``beta_i exp(G_i - G_j) kn_i.kn_j`` over ancestor pairs and ``Qc`` that of
-    ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` and ``P = Qc T``, so that
-    the verify is ``u = T rhs`` and ``o = exp(G) qS + P rhs`` with ``rhs = beta (v - exp(G) kS)``
-    (``_tree_gdn_apply_kernel``). Block columns of T are independent:
-    ``T_ic = T_ii (delta_ic I - sum_{c <= j < i} A_ij T_jc)`` for i >= c. Blocks above the
-    diagonal are not written (never read)."""
-    i_bh = tl.program_id(0)
-    c = tl.program_id(1)
-    i_b = i_bh // HV
-    i_hv = i_bh % HV
-    i_h = i_hv // (HV // H)
-    o_t = tl.arange(0, BT)
-    eye = o_t[:, None] == o_t[None, :]
-    tok0 = i_b * N
-    pair0 = (i_b * H + i_h).to(tl.int64) * N * N
-    mat0 = i_bh.to(tl.int64) * N * N
-    cols = c * BT + o_t
-    m_c = cols < N
-    # (Loops start at 0 and skip to c: the interpreter needs loop bounds that do not depend
-    # on program_id.)
-    for i in range(NT):
-        if i >= c:
-            _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, eye, N,
-                           HV, BT, NSQ, PREC)
-            tl.debug_barrier()  # later rows of this column read it back
-    for i in range(NT):
-        if i >= c:
-            _coupling_block(qk_buf, pair0, g_buf, t_buf, p_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, N, HV, BT, PREC)
-
-
-@triton.jit
-def _decayed_pair_and_t(pair_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c, cols, m_c, o_t, N,
-                        HV: tl.constexpr, BT: tl.constexpr):
-    """Row chunk ``rows`` x chunk ``j``: the node-pair products (kk or qk) times their decay
-    ``exp(G_i - G_j)``, and block ``T_jc`` of column ``c``. Chunks j < c are zero in column c:
-    masked out rather than skipped (loop bounds must not depend on program_id)."""
-    rows_j = j * BT + o_t
-    m_j = (rows_j < N) & (j >= c)
-    G_j = tl.load(g_buf + (tok0 + rows_j) * HV + i_hv, mask=m_j, other=0.0)
-    m_ij = m_r[:, None] & m_j[None, :]
-    pair = tl.load(pair_buf + pair0 + rows[:, None] * N + rows_j[None, :], mask=m_ij, other=0.0)
-    # Finite off the ancestor pairs too (the products are 0 there), as in _chunk_solve.
-    dec = tl.exp(tl.minimum(tl.where(m_ij, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-    T_jc = tl.load(t_buf + mat0 + rows_j[:, None] * N + cols[None, :], mask=m_j[:, None] & m_c[None, :], other=0.0)
-    return pair * dec, T_jc
-
-
-@triton.jit
-def _inverse_block(kk_buf, pair0, g_buf, b, t_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, eye, N,
-                   HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr):
-    """Block ``T_ic`` (i >= c) from the blocks ``T_jc``, c <= j < i, already in ``t_buf``."""
-    rows = i * BT + o_t
-    m_r = rows < N
-    beta_i, G_i, T_ii = _diag_inverse(kk_buf, pair0, g_buf, b, tok0, i_hv, rows, m_r, o_t, eye, N,
-                                      HV, BT, NSQ, PREC)
-    X = tl.where(eye & (c == i), 1.0, 0.0)
-    for j in range(i):
-        kk_dec, T_jc = _decayed_pair_and_t(kk_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c,
-                                           cols, m_c, o_t, N, HV, BT)
-        X -= tl.dot(beta_i[:, None] * kk_dec, T_jc, input_precision=PREC)
-    tl.store(t_buf + mat0 + rows[:, None] * N + cols[None, :], tl.dot(T_ii, X, input_precision=PREC),
-             mask=m_r[:, None] & m_c[None, :])
-
-
-@triton.jit
-def _coupling_block(qk_buf, pair0, g_buf, t_buf, p_buf, mat0, tok0, i_hv, i, c, cols, m_c, o_t, N,
-                    HV: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
-    """Block ``P_ic = sum_{c <= j <= i} Qc_ij T_jc`` (i >= c)."""
-    rows = i * BT + o_t
-    m_r = rows < N
-    G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
-    Y = tl.zeros([BT, BT], dtype=tl.float32)
-    for j in range(i + 1):
-        qk_dec, T_jc = _decayed_pair_and_t(qk_buf, pair0, g_buf, t_buf, mat0, tok0, i_hv, G_i, rows, m_r, j, c,
-                                           cols, m_c, o_t, N, HV, BT)
-        Y += tl.dot(qk_dec, T_jc, input_precision=PREC)
-    tl.store(p_buf + mat0 + rows[:, None] * N + cols[None, :], Y, mask=m_r[:, None] & m_c[None, :])
-
-
-@triton.jit
-def _tree_gdn_apply_kernel(
-    q, k, v, b, state, state_idx, g_buf, t_buf, p_buf, o, u_buf, qs_buf,
-    N, scale,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
-    PREC: tl.constexpr,
-):
-    """impl "inverse", second pass, grid (V tiles, bs * HV): every chunk's right-hand side
-    ``rhs = beta (v - exp(G) kS)`` and ``exp(G) qS`` (chunks independent; rhs is kept in
-    ``u_buf``), then per chunk ``u_i = sum_{j <= i} T_ij rhs_j`` and
-    ``o_i = exp(G_i) qS_i + sum_{j <= i} P_ij rhs_j`` — products of independent blocks instead
-    of the fused walk's chain of dependent ones. The last chunk goes first, so ``u_i`` can
-    replace ``rhs_i``: later iterations read only earlier chunks."""
-    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
-    o_t = tl.arange(0, BT)
-    tok0 = i_b * N
-    p_q = q + (tok0 * H + i_h) * K
-    p_k = k + (tok0 * H + i_h) * K
-    mat0 = (i_b * HV + i_hv).to(tl.int64) * N * N
-    for j in range(NT):
-        rows = j * BT + o_t
-        m_r = rows < N
-        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
-        eG = tl.exp(tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0))
-        b_j = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-        beta = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_j)), 0.0)
-        off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
-        m_o = m_r[:, None] & m_v[None, :]
-        v_j = tl.load(v + off, mask=m_o, other=0.0).to(tl.float32)
-        tl.store(u_buf + off, beta[:, None] * (v_j - eG[:, None] * kS), mask=m_o)
-        tl.store(qs_buf + off, eG[:, None] * qS, mask=m_o)
-    tl.debug_barrier()
-    for i in range(NT - 1, -1, -1):
-        rows = i * BT + o_t
-        m_r = rows < N
-        off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
-        m_o = m_r[:, None] & m_v[None, :]
-        u_i = tl.zeros([BT, BV], dtype=tl.float32)
-        o_i = tl.load(qs_buf + off, mask=m_o, other=0.0)
-        for j in range(i + 1):
-            cols = j * BT + o_t
-            m_c = cols < N
-            rhs_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
-                            mask=m_c[:, None] & m_v[None, :], other=0.0)
-            m_p = m_r[:, None] & m_c[None, :]
-            T_ij = tl.load(t_buf + mat0 + rows[:, None] * N + cols[None, :], mask=m_p, other=0.0)
-            P_ij = tl.load(p_buf + mat0 + rows[:, None] * N + cols[None, :], mask=m_p, other=0.0)
-            u_i += tl.dot(T_ij, rhs_j, input_precision=PREC)
-            o_i += tl.dot(P_ij, rhs_j, input_precision=PREC)
-        tl.debug_barrier()  # every read of rhs_i is done before u_i replaces it
-        tl.store(o + off, o_i.to(o.dtype.element_ty), mask=m_o)
-        tl.store(u_buf + off, u_i, mask=m_o)
-        tl.debug_barrier()
 
 
 @triton.jit
@@ -886,6 +650,10 @@ def _tree_conv_commit_kernel(
 # ----------------------------------------------------------------------------- wrappers
 
 
+# Shared memory the 64-node pair-product tile asks for, with margin (bytes; 131072 at sm_90).
+QK64_SMEM = 160 * 1024
+
+
 def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block_t: int = 16):
     """``(impl, block_v, qk_block)`` for ``impl="auto"``, from the H200 timings at Qwen3.6-27B
     shapes (RESULTS.md session 8, 48 layers, GDN verify alone, depth bound 15):
@@ -895,8 +663,8 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 15.9 vs fused 23.3 ms; bs 4:
       4.5 vs 6.6; bs 1: 2.2 vs split 2.5), with 32-wide value tiles while its grid
       (``bs * HV * V / 64`` programs) underfills the SMs (bs 1, 65 nodes: 2.21 vs 2.53 ms)
-      and 64-node pair-product tiles from 528 tree tokens up (bs 16, 65 nodes: 15.9 vs 16.9;
-      smaller batches: 16-node tiles, bs 1: 2.3 vs 2.5);
+      and 64-node pair-product tiles from 528 tree tokens up where the shared memory allows
+      (bs 16, 65 nodes: 15.9 vs 16.9; smaller batches: 16-node tiles, bs 1: 2.3 vs 2.5);
     - larger trees: "split" while the fused grid underfills the SMs, else "fused" (session 4).
 
     On CPU (the interpreter) always "fused"."""
@@ -904,10 +672,13 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     n_chunks = triton.cdiv(n_nodes, block_t)
     if dev.type != "cuda" or n_chunks <= 1:
         return "fused", 64, None
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    underfilled = bs * num_v_heads * triton.cdiv(v_dim, 64) < sms
+    props = torch.cuda.get_device_properties(dev)
+    underfilled = bs * num_v_heads * triton.cdiv(v_dim, 64) < props.multi_processor_count
     if n_nodes - 1 <= block_chunk(n_nodes):
-        return "twostage", 32 if underfilled else 64, 64 if bs * n_nodes >= 528 else 16
+        # The 64-node pair tile needs 128 KiB of shared memory (sm_90 AOT here): Hopper has
+        # 227 KiB per block, sm_120 (RTX PRO 6000) about 99 KiB, so there it stays at 16.
+        big_tile = getattr(props, "shared_memory_per_block_optin", 0) >= QK64_SMEM and bs * n_nodes >= 528
+        return "twostage", 32 if underfilled else 64, 64 if big_tile else 16
     return ("split" if underfilled else "fused"), 64, None
 
 
@@ -928,7 +699,7 @@ def _squarings(block: int, max_path) -> int:
 
 
 def block_chunk(n_nodes: int) -> int:
-    """impl "block": the chunk size for the non-root nodes (a power of two, 16 .. 64)."""
+    """impl "twostage": the tile for the non-root nodes (a power of two, 16 .. 64)."""
     return min(64, max(16, triton.next_power_of_2(max(1, n_nodes - 1))))
 
 
@@ -943,23 +714,20 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
     chunk's state products on the way), "split" (all chunks' state products and decays in one
-    fully parallel pass, then the walk does only the substitution), "inverse" (the solve's
-    V-independent part, ``(I + A)^-1`` and the output coupling, per request and head first;
-    then products of independent blocks, no dependent walk; not yet timed on a GPU) or "auto"
-    (:func:`pick_impl`).
+    fully parallel pass, then the walk does only the substitution), "twostage" (trees of at
+    most 65 nodes: the root alone, the V-independent ``(I + A)^-1`` of the other nodes per
+    request and head first, then every node at once) or "auto" (:func:`pick_impl`). Two more
+    were measured and removed in session 8: "inverse" (``(I + A)^-1`` by 16-node block columns,
+    slower everywhere) and "block" (root alone, then 64-node chunks in one kernel: spills, and
+    at bs 16 slower than twostage; RESULTS.md sessions 7-8).
     ``block_v`` (default 64, or the auto choice) and ``block_t`` 16: the fastest tiles measured
-    on the H200 (RESULTS.md);
-    impl "block" (root alone, then chunks of up to 64 non-root nodes; ``block_t`` is not used
-    by it, see :func:`block_chunk`) and "twostage" (trees of at most 65 nodes: the
-    V-independent ``(I + A)^-1`` per request and head first, then every node at once) are new
-    and not yet ``auto`` choices.
-    ``num_warps`` of the verify kernels: default 4 (8 for "block" chunks of 64; the H200 timed
+    on the H200 (RESULTS.md). ``num_warps`` of the verify kernels: default 4 (the H200 timed
     "twostage" at bs 16, 65 nodes: 17.2 ms with 4 warps vs 30.4 with 8, RESULTS.md session 8).
     ``u_out``/``G_out``: contiguous buffers of u's and G's shapes to write them into (a CUDA
     graph's shared buffers), else new tensors. ``max_depth``: if given, no root-to-node path
     has more than ``max_depth`` nodes besides the root (the tree builder's depth limit); fewer
     squarings in each chunk's solve. A wrong bound gives wrong results. ``qk_block``: the tile
-    of the node-pair products (default 64 for "block"/"twostage", else ``block_t``).
+    of the node-pair products (default 64 for "twostage", else ``block_t``).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -986,22 +754,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     # are formed in 64-node tiles too (four times fewer programs, each norm formed once).
     kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
     qk = torch.empty_like(kk)
-    qk_bt = qk_block or (64 if impl in ("block", "twostage") else block_t)
+    qk_bt = qk_block or (64 if impl == "twostage" else block_t)
     nq = triton.cdiv(N, qk_bt)
     _tree_qk_kernel[(nq, nq, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=qk_bt, BK=BK,
                                      PREC=precision, num_warps=8 if qk_bt >= 64 else 4)
     path = None if max_depth is None else int(max_depth) + 1  # nodes on a path, root included
-    if impl == "block":
-        bt = block_chunk(N)
-        _tree_gdn_block_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), a.contiguous(), b.contiguous(),
-            A_log.contiguous(), dt_bias.contiguous(), anc, state,
-            state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
-            H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, NT=triton.cdiv(N - 1, bt),
-            NSQ=_squarings(bt, max_depth), BKC=min(BK, 32), PREC=precision,
-            num_warps=num_warps or (8 if bt >= 64 else 4),
-        )
-        return o, u, G
     if impl == "twostage":
         bt = block_chunk(N)
         if N - 1 > bt:
@@ -1040,23 +797,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
             NT=NT, NSQ=_squarings(block_t, path), **common,
         )
-    elif impl == "inverse":
-        t_buf = torch.empty(bs, HV, N, N, dtype=torch.float32, device=dev)
-        p_buf = torch.empty_like(t_buf)
-        qs = torch.empty_like(u)
-        _tree_decay_kernel[(bs * HV, NT)](a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, G, N,
-                                          HV=HV, BT=block_t, NT=NT, num_warps=4)
-        _tree_inverse_kernel[(bs * HV, NT)](
-            b.contiguous(), kk, qk, G, t_buf, p_buf,
-            N, H=H, HV=HV, BT=block_t, NT=NT, NSQ=block_t.bit_length() - 2, PREC=precision, num_warps=4,
-        )
-        _tree_gdn_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, p_buf,
-            o, u, qs, N, float(scale), NT=NT, BKC=min(BK, 32), **common,
-        )
     else:
-        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split', 'inverse', 'block' or "
-                         f"'twostage', got {impl!r}")
+        raise ValueError(f"tree_gdn_verify: impl must be 'auto', 'fused', 'split' or 'twostage', got {impl!r}")
     return o, u, G
 
 
