@@ -171,18 +171,18 @@ def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV: tl.conste
 
 
 @triton.jit
-def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, n_prev, c0, rows,
+def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                  m_r, o_t, o_v, m_v, N, NP, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                  NSQ: tl.constexpr, PREC: tl.constexpr):
-    """The chunk's forward substitution given its right-hand side and output start
-    (:func:`_chunk_rhs`): the ``n_prev`` earlier chunks (nodes ``c0 + j * BT + ...``) have final
-    u; the diagonal block (I + A) u = rhs has A strictly lower triangular (parents precede
-    children), so A^L = 0 for paths of at most L nodes and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)...
-    (NSQ squarings): the factors commute, so they are applied to rhs one by one. Stores o, u
+    """Chunk ``i``'s forward substitution given its right-hand side and output start
+    (:func:`_chunk_rhs`): the earlier chunks have final u; the diagonal block (I + A) u = rhs
+    has A strictly lower triangular (parents precede children), so A^L = 0 for paths of at most
+    L nodes and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)... (NSQ squarings): the factors commute,
+    so they are applied to rhs one by one. Stores o, u
     (and G from the first V tile)."""
     eye = o_t[:, None] == o_t[None, :]
-    for j in range(n_prev):
-        cols = c0 + j * BT + o_t
+    for j in range(i):
+        cols = j * BT + o_t
         m_c = cols < N
         G_j = tl.load(g_buf + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0)
         u_j = tl.load(u_buf + ((tok0 + cols[:, None]) * HV + i_hv) * V + o_v[None, :],
@@ -197,8 +197,8 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
         acc += tl.dot(qk * dec, u_j, input_precision=PREC)
-    # The pair buffers are written in blocks on and below the diagonal only: a chunk that does
-    # not start on a block boundary must not read above its diagonal.
+    # The pair buffers hold only the pair kernel's tiles on and below the diagonal, and its tile
+    # may be smaller than this chunk: never read above the diagonal.
     m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
     p_pair = pair0 + rows[:, None] * NP + rows[None, :]
     kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
@@ -246,7 +246,7 @@ def _tree_gdn_fwd_kernel(
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                        H, HV, K, V, BT, BK, BV, BKC, PREC)
         beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 0, rows,
+        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         # Later chunks of this program read u (and G) back through global memory.
         tl.debug_barrier()
@@ -304,7 +304,7 @@ def _tree_gdn_solve_kernel(
         qS = tl.load(qs_buf + off, mask=m_o, other=0.0)
         G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
         beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, 0, rows,
+        _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         tl.debug_barrier()
 
