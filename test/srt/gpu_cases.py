@@ -245,9 +245,10 @@ CASES = {
     # first run found the switch incomplete: nothing resolved, everything cached as without it;
     # fixed, test_ddtree_flags.py): decode steps track states at every TRACK_INTERVAL boundary.
     # Session 8 on the H200: without speculation a rerun hit a tracked decode-time state
-    # (deep); with speculation sglang 0.5.17 reused none (DFLASH and DDTREE alike: 0 cached
-    # tokens), DDTREE (snapshot and wy) reran token for token like DFLASH, and wy's tracked
-    # states equal sglang's per-node states of the same nodes (the check case).
+    # (deep); the speculative cases hit none (DFLASH and DDTREE alike: 0 cached tokens) because
+    # the rerun prompts extend the plain run's output, which their first rounds left at early
+    # bf16 near-ties (not "deep" here for that reason); DDTREE (snapshot and wy) reran token for
+    # token like DFLASH, and wy's tracked states equal sglang's per-node states (the check case).
     "nospec-qwen35-xb-radix": ("qwen35", lambda: dict(mamba_track_interval=TRACK_INTERVAL),
                                {"radix_rerun": True, "eager": True, "control": True, "deep": True, "env": XB_ENV}),
     "dflash-qwen35-xb-radix": ("qwen35", lambda: dict(_dflash("qwen35"), mamba_track_interval=TRACK_INTERVAL),
