@@ -233,9 +233,8 @@ class BudgetPolicy:
     def _drain(self) -> None:
         """Fold the read-back in flight in, waiting for it if needed."""
         if self._inflight is not None:
-            self._inflight[3]()
-            self._fold(*self._inflight[:2])
-            self._inflight = None
+            self._inflight[3]()  # once waited for, it is ready: _poll folds it
+            self._poll()
 
     def _fold(self, totals: torch.Tensor, counts: List[int]) -> None:
         for c, total, n in zip(self.candidates(), totals.tolist(), counts):

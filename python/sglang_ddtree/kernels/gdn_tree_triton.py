@@ -159,11 +159,32 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
 
 
 @triton.jit
+def _chunk_beta(b, tok0, i_hv, rows, m_r, HV: tl.constexpr):
+    """``beta = sigmoid(b)`` of a chunk's rows ([BT], 0 on rows past the tree)."""
+    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+    return tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+
+
+@triton.jit
+def _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP):
+    """A chunk's diagonal block: ``A`` (strictly lower: ``beta_i exp(G_i - G_j) kn_i.kn_j``) and
+    the decayed ``qn_i.kn_j`` (self included), [BT, BT] each; the pair products are 0 off the
+    ancestor pairs. The pair buffers hold only the pair kernel's tiles on and below the
+    diagonal, and its tile may be smaller than this chunk: never read above the diagonal."""
+    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
+    p_pair = pair0 + rows[:, None] * NP + rows[None, :]
+    kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
+    qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
+    # Finite off the ancestor pairs too (inf * 0 = NaN): G_i - G_j <= 0 on ancestor pairs.
+    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
+    return tl.where(o_t[:, None] == o_t[None, :], 0.0, beta_i[:, None] * dec * kk), qk * dec
+
+
+@triton.jit
 def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV: tl.constexpr, V: tl.constexpr):
     """A chunk's ``beta``, right-hand side ``beta (v - exp(G) kS)`` and output start
     ``exp(G) qS`` ([BT], [BT, BV], [BT, BV]) from its state products."""
-    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
+    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
     eG_i = tl.exp(G_i)
     v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
                   mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
@@ -180,7 +201,6 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
     L nodes and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)... (NSQ squarings): the factors commute,
     so they are applied to rhs one by one. Stores o, u
     (and G from the first V tile)."""
-    eye = o_t[:, None] == o_t[None, :]
     for j in range(i):
         cols = j * BT + o_t
         m_c = cols < N
@@ -197,20 +217,13 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
         acc += tl.dot(qk * dec, u_j, input_precision=PREC)
-    # The pair buffers hold only the pair kernel's tiles on and below the diagonal, and its tile
-    # may be smaller than this chunk: never read above the diagonal.
-    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
-    p_pair = pair0 + rows[:, None] * NP + rows[None, :]
-    kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
-    qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-    dec_ii = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))  # finite, as above
-    A_ii = tl.where(eye, 0.0, beta_i[:, None] * dec_ii * kk)
+    A_ii, Q_ii = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
     u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
     Ap = A_ii
     for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to the path length
         Ap = tl.dot(Ap, Ap, input_precision=PREC)
         u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
-    acc += tl.dot(qk * dec_ii, u_i, input_precision=PREC)
+    acc += tl.dot(Q_ii, u_i, input_precision=PREC)
     tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
              mask=m_r[:, None] & m_v[None, :])
     tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
@@ -362,22 +375,14 @@ def _tree_twostage_prep_kernel(
     G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
     # Two column chunks of BT cover every ancestor (columns 0 .. BT).
     G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
-    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
-    beta_i = tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
-    # On and below the diagonal only (the pair buffers hold nothing above their 16-node blocks).
-    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
-    p_pair = pair0 + rows[:, None] * NP + rows[None, :]
-    kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
-    qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-    # Finite off the ancestor pairs too (the products are 0 there), as in _chunk_solve.
-    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
-    A = tl.where(eye, 0.0, beta_i[:, None] * dec * kk)
+    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
+    A, Qc = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
     Tm = tl.where(eye, 1.0, 0.0) - A
     Ap = A
     for _ in tl.static_range(NSQ):  # T = (I - A)(I + A^2)(I + A^4)...
         Ap = tl.dot(Ap, Ap, input_precision=PREC)
         Tm = Tm + tl.dot(Ap, Tm, input_precision=PREC)
-    P = tl.dot(qk * dec, Tm, input_precision=PREC)
+    P = tl.dot(Qc, Tm, input_precision=PREC)
     kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
     qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
     dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
