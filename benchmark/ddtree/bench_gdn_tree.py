@@ -141,10 +141,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     held = {}
 
     def ours(prec=precision, impl="auto", block_t=16, block_v=None, conv=True, num_warps=None, max_depth=15,
-             qk_block=None):  # what the engine runs: auto impl and tiles, depth bound 15 (drafter block - 1)
+             qk_block=None, prep_warps=None):  # what the engine runs: auto impl and tiles, depth bound 15
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
-                                         qk_block=qk_block)
+                                         qk_block=qk_block, prep_warps=prep_warps)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -163,11 +163,14 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             nw = int(more[0]) if more and more[0] else None
             depth = int(more[1]) if len(more) > 1 and more[1] else None
             qkb = int(more[2]) if len(more) > 2 and more[2] else None
+            pw = int(more[3]) if len(more) > 3 and more[3] else None
+            prec = more[4] if len(more) > 4 and more[4] else precision
             key = (f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
-                   + (f"_qk{qkb}" if qkb else ""))
+                   + (f"_qk{qkb}" if qkb else "") + (f"_pw{pw}" if pw else "")
+                   + (f"_{prec}" if prec != precision else ""))
             out[key + "_ms_48"] = _time(
-                lambda: ours(precision, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth,
-                             qk_block=qkb), iters) * LAYERS
+                lambda: ours(prec, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth,
+                             qk_block=qkb, prep_warps=pw), iters) * LAYERS
         for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
             out[f"profile_{impl}_ms_48"] = {
                 name: round(ms * LAYERS, 4)
@@ -245,14 +248,15 @@ def main():
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--budgets", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3"])
+    ap.add_argument("--precision", default="tf32x3", choices=["ieee", "tf32", "tf32x3", "bf16x3"])
     ap.add_argument("--alt-precisions", nargs="*", default=["ieee"], help="also time ours with these")
     ap.add_argument("--alt-impls", nargs="*", default=["fused", "split", "twostage"],
                     help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
-                    help="also time the GDN verify alone as impl:block_t:block_v[:num_warps[:max_depth[:qk_block]]] "
-                         "(e.g. split:16:64:8, block:64:64::15, twostage:64:64:4:15:16; empty = the kernel's "
-                         "default)")
+                    help="also time the GDN verify alone as "
+                         "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision]]]]] "
+                         "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3; empty = "
+                         "the kernel's default)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

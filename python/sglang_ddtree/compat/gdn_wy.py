@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 CHECK_ENV = "SGLANG_DDTREE_WY_CHECK"
 
 
-# Developer knob: Triton input precision of the tree verify's products ("tf32x3" default,
-# "ieee" for plain fp32 FMA), to separate rounding from logic in the cross-check.
+# Developer knob: Triton input precision of the tree verify's products ("bf16x3" default,
+# "tf32x3", or "ieee" for plain fp32 FMA), to separate rounding from logic in the cross-check.
 PRECISION_ENV = "SGLANG_DDTREE_WY_PRECISION"
 
 
@@ -134,7 +134,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=os.environ.get(PRECISION_ENV, "tf32x3"), u_out=u_out, G_out=G_out,
+                              precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth)
     wy.saved[li] = (layer, cache, slots)
     return o

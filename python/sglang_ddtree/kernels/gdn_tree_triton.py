@@ -29,11 +29,15 @@ checks them against float64 path-by-path recurrences (on CPU through the Triton 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
 L2_EPS = 1e-6
+# ``tree_gdn_verify``'s precisions (Triton ``input_precision`` of the products, see there).
+PRECISIONS = ("bf16x3", "tf32x3", "ieee")
 
 
 @triton.jit
@@ -55,9 +59,39 @@ def _round_to(v, DT: tl.constexpr):
 
 
 @triton.jit
-def _load_normed(p, rows, m_r, o_k, m_k, stride_t, scale):
-    x = tl.load(p + rows[:, None] * stride_t + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.0).to(tl.float32)
-    return x * (scale / tl.sqrt(tl.sum(x * x, 1) + 1e-6))[:, None]
+def _load_rows(p, rows, m_r, o_k, m_k, stride_t, scale, RAW16: tl.constexpr):
+    """Rows of q or k and ``scale / |row|`` ([BT, BK], [BT]). RAW16: the rows stay in their
+    16-bit type (exact operands of a bf16 tensor-core product; the norm is applied to the
+    product), else they come back normalised in fp32 with a factor of 1."""
+    x = tl.load(p + rows[:, None] * stride_t + o_k[None, :], mask=m_r[:, None] & m_k[None, :], other=0.0)
+    xf = x.to(tl.float32)
+    r = scale / tl.sqrt(tl.sum(xf * xf, 1) + 1e-6)
+    if RAW16:
+        return x, r
+    else:
+        return xf * r[:, None], tl.full(r.shape, 1.0, tl.float32)
+
+
+@triton.jit
+def _dot16(a, b, RAW16: tl.constexpr):
+    """Product of 16-bit operands, fp32 out. RAW16 == 2 in the Triton interpreter, whose dot
+    multiplies bf16 bit patterns as integers: there the (exact) fp32 values are multiplied."""
+    if RAW16 == 2:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _split3(x):
+    """fp32 ``x`` as three bf16 parts with ``x ~= x1 + x2 + x3`` to ~24 bits (each remainder is
+    exact in fp32): with 16-bit left operands, three bf16 tensor-core products then give an
+    fp32-accurate product (each partial product is exact in the fp32 accumulator)."""
+    x1 = x.to(tl.bfloat16)
+    r1 = x - x1.to(tl.float32)
+    x2 = r1.to(tl.bfloat16)
+    x3 = (r1 - x2.to(tl.float32)).to(tl.bfloat16)
+    return x1, x2, x3
 
 
 @triton.jit
@@ -79,9 +113,12 @@ def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V:
 def _tree_qk_kernel(
     q, k, anc, kk_buf, qk_buf, N, NP, scale,
     H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+    RAW16: tl.constexpr,
 ):
     """Grid (NT, NT, bs * H): one [BT, BT] block (i, j <= i) of the per-key-head products
-    kn kn^T and qn kn^T over ancestor pairs (others stored as 0), fp32, into ``[bs, H, NP, NP]``."""
+    kn kn^T and qn kn^T over ancestor pairs (others stored as 0), fp32, into ``[bs, H, NP, NP]``.
+    RAW16 (bf16 q/k): one bf16 tensor-core product of the raw rows, exact in the fp32
+    accumulator, scaled by the norms afterwards (else PREC on the normalised fp32 rows)."""
     i = tl.program_id(0)
     j = tl.program_id(1)
     if j > i:
@@ -99,13 +136,19 @@ def _tree_qk_kernel(
     tok0 = i_b * N
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
-    kn_i = _load_normed(p_k, rows, m_r, o_k, m_k, H * K, 1.0)
-    qn_i = _load_normed(p_q, rows, m_r, o_k, m_k, H * K, scale)
-    kn_j = _load_normed(p_k, cols, m_c, o_k, m_k, H * K, 1.0)
+    k_i, rk_i = _load_rows(p_k, rows, m_r, o_k, m_k, H * K, 1.0, RAW16)
+    q_i, rq_i = _load_rows(p_q, rows, m_r, o_k, m_k, H * K, scale, RAW16)
+    k_j, rk_j = _load_rows(p_k, cols, m_c, o_k, m_k, H * K, 1.0, RAW16)
     anc_ij = tl.load(anc + i_b.to(tl.int64) * N * N + rows[:, None] * N + cols[None, :],
                      mask=m_r[:, None] & m_c[None, :], other=0) != 0
-    kk = tl.where(anc_ij, tl.dot(kn_i, tl.trans(kn_j), input_precision=PREC), 0.0)
-    qk = tl.where(anc_ij, tl.dot(qn_i, tl.trans(kn_j), input_precision=PREC), 0.0)
+    if RAW16:
+        kk = _dot16(k_i, tl.trans(k_j), RAW16)
+        qk = _dot16(q_i, tl.trans(k_j), RAW16)
+    else:
+        kk = tl.dot(k_i, tl.trans(k_j), input_precision=PREC)
+        qk = tl.dot(q_i, tl.trans(k_j), input_precision=PREC)
+    kk = tl.where(anc_ij, kk * rk_i[:, None] * rk_j[None, :], 0.0)
+    qk = tl.where(anc_ij, qk * rq_i[:, None] * rk_j[None, :], 0.0)
     off = (i_bh.to(tl.int64) * NP + rows[:, None]) * NP + cols[None, :]
     m = (rows < NP)[:, None] & (cols < NP)[None, :]
     tl.store(kk_buf + off, kk, mask=m)
@@ -132,29 +175,34 @@ def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, 
 def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr,
-                          PREC: tl.constexpr):
+                          PREC: tl.constexpr, RAW16: tl.constexpr):
     """``kn S0`` and ``scale * qn S0`` for the chunk's rows ([BT, BV] each, normalised keys and
-    queries), over K in slices of BKC so only [BT, BKC] tiles are live."""
+    queries), over K in slices of BKC so only [BT, BKC] tiles are live. The raw rows go into
+    the products and the norms scale the results. RAW16 (bf16 q/k, exact bf16 operands): each
+    state slice split in three bf16 parts, three bf16 tensor-core products (fp32-accurate, half
+    the tensor-core time of tf32x3's three tf32 passes); else PREC on fp32 operands."""
     kss = tl.zeros([BT], dtype=tl.float32)
     qss = tl.zeros([BT], dtype=tl.float32)
-    for kc in tl.static_range(0, BK, BKC):
-        o_kc = kc + tl.arange(0, BKC)
-        m_kc = m_r[:, None] & (o_kc < K)[None, :]
-        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-        kss += tl.sum(kr * kr, 1)
-        qss += tl.sum(qr * qr, 1)
     kS = tl.zeros([BT, BV], dtype=tl.float32)
     qS = tl.zeros([BT, BV], dtype=tl.float32)
     for kc in tl.static_range(0, BK, BKC):
         o_kc = kc + tl.arange(0, BKC)
         m_kc = m_r[:, None] & (o_kc < K)[None, :]
-        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
-        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0).to(tl.float32)
+        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
+        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
+        krf = kr.to(tl.float32)
+        qrf = qr.to(tl.float32)
+        kss += tl.sum(krf * krf, 1)
+        qss += tl.sum(qrf * qrf, 1)
         S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
                       mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
-        kS += tl.dot(kr, S0c, input_precision=PREC)
-        qS += tl.dot(qr, S0c, input_precision=PREC)
+        if RAW16:
+            s1, s2, s3 = _split3(S0c)
+            kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
+            qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
+        else:
+            kS += tl.dot(krf, S0c, input_precision=PREC)
+            qS += tl.dot(qrf, S0c, input_precision=PREC)
     return kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None], qS * (scale / tl.sqrt(qss + 1e-6))[:, None]
 
 
@@ -238,7 +286,7 @@ def _tree_gdn_fwd_kernel(
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
-    BKC: tl.constexpr, PREC: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr,
 ):
     """impl "fused": grid (V tiles, bs * HV); each program walks its head's node chunks in
     order, forming each chunk's state products and solving it. The node-pair products come
@@ -257,7 +305,7 @@ def _tree_gdn_fwd_kernel(
         m_r = rows < N
         G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC)
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
         beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
         _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
@@ -271,7 +319,7 @@ def _tree_state_products_kernel(
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
-    PREC: tl.constexpr,
+    PREC: tl.constexpr, RAW16: tl.constexpr,
 ):
     """impl "split", first pass, grid (V tiles, bs * HV, chunks): every chunk's state products
     and path decays at once (nothing here depends on other chunks' results)."""
@@ -282,7 +330,7 @@ def _tree_state_products_kernel(
     m_r = rows < N
     tok0 = i_b * N
     kS, qS = _chunk_state_products(k + (tok0 * H + i_h) * K, q + (tok0 * H + i_h) * K, state, slot, i_hv, rows,
-                                   m_r, o_v, m_v, scale, H, HV, K, V, BT, BK, BV, BKC, PREC)
+                                   m_r, o_v, m_v, scale, H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
     m_o = m_r[:, None] & m_v[None, :]
     tl.store(ks_buf + off, kS, mask=m_o)
@@ -348,18 +396,19 @@ def _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale,
 
 @triton.jit
 def _tree_twostage_prep_kernel(
-    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, p_buf, c_buf,
+    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
     N, NP,
     H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr,
 ):
     """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
     on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
     ``beta_i exp(G_i - G_j) kn_i.kn_j`` over the non-root nodes' ancestor pairs and ``Qc`` the
-    ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` (repeated squaring) and
-    ``P = Qc T``. The root enters every node's right-hand side as ``- c_i u_root`` with
-    ``c_i = beta_i exp(G_i - G_root) kn_i.kn_root``, so the second pass needs ``T c`` and
-    ``exp(G_i - G_root) qn_i.kn_root - P c`` too ([BT] each, into ``c_buf``). Writes G (every
-    node, for the commit as well)."""
+    ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` (repeated squaring, the
+    dependent chain this pass is made of) and ``Qc`` itself (into ``qc_buf``: the second pass
+    multiplies it into its u, which keeps ``Qc T`` off this chain). The root enters every
+    node's right-hand side as ``- c_i u_root`` with ``c_i = beta_i exp(G_i - G_root)
+    kn_i.kn_root``, so the second pass needs ``T c`` and ``exp(G_i - G_root) qn_i.kn_root``
+    too ([BT] each, into ``c_buf``). Writes G (every node, for the commit as well)."""
     i_bh = tl.program_id(0)
     i_b = i_bh // HV
     i_hv = i_bh % HV
@@ -382,31 +431,31 @@ def _tree_twostage_prep_kernel(
     for _ in tl.static_range(NSQ):  # T = (I - A)(I + A^2)(I + A^4)...
         Ap = tl.dot(Ap, Ap, input_precision=PREC)
         Tm = Tm + tl.dot(Ap, Tm, input_precision=PREC)
-    P = tl.dot(Qc, Tm, input_precision=PREC)
     kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
     qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
     dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
     c = beta_i * dec_r * kk_r
     mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
     tl.store(t_buf + mat, Tm)
-    tl.store(p_buf + mat, P)
+    tl.store(qc_buf + mat, Qc)
     tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + o_t, tl.sum(Tm * c[None, :], 1))
-    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + BT + o_t, dec_r * qk_r - tl.sum(P * c[None, :], 1))
+    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + BT + o_t, dec_r * qk_r)
     tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
     tl.store(g_buf + tok0 * HV + i_hv, G_r)
 
 
 @triton.jit
 def _tree_twostage_apply_kernel(
-    q, k, v, b, state, state_idx, qk_buf, g_buf, t_buf, p_buf, c_buf, o, u_buf,
+    q, k, v, b, state, state_idx, qk_buf, g_buf, t_buf, qc_buf, c_buf, o, u_buf,
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
+    RAW16: tl.constexpr,
 ):
     """impl "twostage", second pass, grid (V tiles, bs * HV): the root from S0 alone, then all
     other nodes at once: ``u = T rhs - (T c) u_root`` and
-    ``o = exp(G) qS + P rhs + (exp(G - G_root) qk_root - P c) u_root`` with
-    ``rhs = beta (v - exp(G) kS)`` — state products and two block products, nothing dependent."""
+    ``o = exp(G) qS + Qc u + exp(G - G_root) qk_root u_root`` with
+    ``rhs = beta (v - exp(G) kS)`` — state products and two block products."""
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
     rows = 1 + o_t
@@ -425,14 +474,14 @@ def _tree_twostage_apply_kernel(
     tl.store(u_buf + (tok0 * HV + i_hv) * V + o_v, u_r, mask=m_v)
     G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
     kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                   H, HV, K, V, BT, BK, BV, BKC, PREC)
+                                   H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
     beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
     i_bh = (i_b * HV + i_hv).to(tl.int64)
     mat = i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :]
     tc = tl.load(c_buf + i_bh * 2 * BT + o_t)
     pc = tl.load(c_buf + i_bh * 2 * BT + BT + o_t)
     u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
-    acc += tl.dot(tl.load(p_buf + mat), rhs, input_precision=PREC) + pc[:, None] * u_r[None, :]
+    acc += tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + pc[:, None] * u_r[None, :]
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
     m_o = m_r[:, None] & m_v[None, :]
     tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
@@ -655,21 +704,25 @@ def _tree_conv_commit_kernel(
 # ----------------------------------------------------------------------------- wrappers
 
 
-# Shared memory the 64-node pair-product tile asks for, with margin (bytes; 131072 at sm_90).
+# Shared memory the 64-node pair-product tile asks for, with margin (bytes; sm_90 / sm_120 AOT
+# here: 131072 / 131072 with fp32 operands, 53248 / 49152 with raw bf16 ones).
 QK64_SMEM = 160 * 1024
+QK64_SMEM_RAW16 = 64 * 1024
 
 
-def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block_t: int = 16):
+def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block_t: int = 16,
+              raw16: bool = True):
     """``(impl, block_v, qk_block)`` for ``impl="auto"``, from the H200 timings at Qwen3.6-27B
-    shapes (RESULTS.md session 8, 48 layers, GDN verify alone, depth bound 15):
+    shapes (RESULTS.md session 9, 48 layers, GDN verify alone, depth bound 15, bf16x3):
 
-    - one 16-node chunk (chains): "fused" (bs 1 / 4 / 16: 0.65 / 1.08 / 3.59 ms vs twostage
-      0.84 / 1.37 / 3.91);
-    - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 15.9 vs fused 23.3 ms; bs 4:
-      4.5 vs 6.6; bs 1: 2.2 vs split 2.5), with 32-wide value tiles while its grid
-      (``bs * HV * V / 64`` programs) underfills the SMs (bs 1, 65 nodes: 2.21 vs 2.53 ms)
-      and 64-node pair-product tiles from 528 tree tokens up where the shared memory allows
-      (bs 16, 65 nodes: 15.9 vs 16.9; smaller batches: 16-node tiles, bs 1: 2.3 vs 2.5);
+    - one 16-node chunk (chains): "fused" (bs 1 / 4 / 16: 0.50 / 0.73 / 2.77 ms vs twostage
+      0.67 / 1.00 / 2.87);
+    - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 11.1 vs fused 18.2 ms; bs 1:
+      1.7 vs 2.2), with 32-wide value tiles for trees past 33 nodes while its grid
+      (``bs * HV * V / 64`` programs) is under 4 per SM (65 nodes, bs 1 / 4: 1.69 / 3.37 vs
+      1.93 / 3.68; at 33 nodes 64 wins: bs 1 1.14 vs 1.21), and 64-node pair-product tiles
+      from 528 tree tokens up where the shared memory allows (with ``raw16``, bf16 q/k, the
+      tile needs 53 KiB: every GPU here; fp32 operands 128 KiB: not the user's sm_120);
     - larger trees: "split" while the fused grid underfills the SMs, else "fused" (session 4).
 
     On CPU (the interpreter) always "fused"."""
@@ -678,13 +731,13 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     if dev.type != "cuda" or n_chunks <= 1:
         return "fused", 64, None
     props = torch.cuda.get_device_properties(dev)
-    underfilled = bs * num_v_heads * triton.cdiv(v_dim, 64) < props.multi_processor_count
+    programs = bs * num_v_heads * triton.cdiv(v_dim, 64)
     if n_nodes - 1 <= block_chunk(n_nodes):
-        # The 64-node pair tile needs 128 KiB of shared memory (sm_90 AOT here): Hopper has
-        # 227 KiB per block, sm_120 (RTX PRO 6000) about 99 KiB, so there it stays at 16.
-        big_tile = getattr(props, "shared_memory_per_block_optin", 0) >= QK64_SMEM and bs * n_nodes >= 528
-        return "twostage", 32 if underfilled else 64, 64 if big_tile else 16
-    return ("split" if underfilled else "fused"), 64, None
+        smem = QK64_SMEM_RAW16 if raw16 else QK64_SMEM
+        big_tile = getattr(props, "shared_memory_per_block_optin", 0) >= smem and bs * n_nodes >= 528
+        narrow = n_nodes > 33 and programs < 4 * props.multi_processor_count
+        return "twostage", 32 if narrow else 64, 64 if big_tile else 16
+    return ("split" if programs < props.multi_processor_count else "fused"), 64, None
 
 
 def _out_buffer(buf, shape, dev, name):
@@ -709,14 +762,18 @@ def block_chunk(n_nodes: int) -> int:
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
-                    block_t: int = 16, block_v=None, precision: str = "tf32x3", impl: str = "auto",
-                    num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None):
+                    block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
+                    num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
     ``state`` is not modified (see :func:`tree_gdn_commit`). ``precision`` is Triton's
-    ``input_precision`` for every product: "tf32x3" (default: three tf32 tensor-core passes,
-    measured as accurate as "ieee" on the H200 and ~1.5x faster) or "ieee" (fp32 FMA).
+    ``input_precision`` for every product: "bf16x3" (default): with bf16 q and k, the
+    products that have raw q/k on one side run on bf16 tensor cores (pair products in one
+    pass, state products over the state split in three bf16 parts; fp32-accurate, the norms
+    scale the results; H200: 1.2-1.6x faster than "tf32x3", RESULTS.md session 9) and the
+    solve's fp32 products tf32x3; with other q/k dtypes the same as "tf32x3": three tf32
+    tensor-core passes, measured as accurate as "ieee" (fp32 FMA) on the H200.
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
     chunk's state products on the way), "split" (all chunks' state products and decays in one
     fully parallel pass, then the walk does only the substitution), "twostage" (trees of at
@@ -732,7 +789,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     graph's shared buffers), else new tensors. ``max_depth``: if given, no root-to-node path
     has more than ``max_depth`` nodes besides the root (the tree builder's depth limit); fewer
     squarings in each chunk's solve. A wrong bound gives wrong results. ``qk_block``: the tile
-    of the node-pair products (default 64 for "twostage", else ``block_t``).
+    of the node-pair products (default 64 for "twostage", else ``block_t``). ``prep_warps``:
+    num_warps of the "twostage" prep kernel alone (default ``num_warps``).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -742,13 +800,21 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if HV % H:
         raise ValueError(f"tree_gdn_verify: {HV} value heads not a multiple of {H} key heads")
     scale = K ** -0.5 if scale is None else scale
+    if precision not in PRECISIONS:
+        raise ValueError(f"tree_gdn_verify: precision must be one of {PRECISIONS}, got {precision!r}")
+    # bf16x3: the products with raw q/k on bf16 tensor cores where q and k are bf16 (exact
+    # operands); every fp32-by-fp32 product (the solve) stays tf32x3.
+    raw16 = int(precision == "bf16x3" and q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16)
+    if raw16 and os.environ.get("TRITON_INTERPRET") == "1":
+        raw16 = 2  # see _dot16
+    precision = "tf32x3" if precision == "bf16x3" else precision
     dev = v.device
     o = torch.empty_like(v)
     u = _out_buffer(u_out, (bs, N, HV, V), dev, "u_out")
     G = _out_buffer(G_out, (bs, N, HV), dev, "G_out")
     BK = max(16, triton.next_power_of_2(K))
     if impl == "auto":
-        impl, auto_bv, auto_qk = pick_impl(bs, N, HV, V, dev, block_t)
+        impl, auto_bv, auto_qk = pick_impl(bs, N, HV, V, dev, block_t, raw16=bool(raw16))
         block_v = block_v or auto_bv
         qk_block = qk_block or auto_qk
     BV = min(max(16, triton.next_power_of_2(V)), block_v or 64)
@@ -762,24 +828,24 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     qk_bt = qk_block or (64 if impl == "twostage" else block_t)
     nq = triton.cdiv(N, qk_bt)
     _tree_qk_kernel[(nq, nq, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=qk_bt, BK=BK,
-                                     PREC=precision, num_warps=8 if qk_bt >= 64 else 4)
+                                     PREC=precision, RAW16=raw16, num_warps=8 if qk_bt >= 64 else 4)
     path = None if max_depth is None else int(max_depth) + 1  # nodes on a path, root included
     if impl == "twostage":
         bt = block_chunk(N)
         if N - 1 > bt:
             raise ValueError(f"tree_gdn_verify: impl 'twostage' serves trees of at most {bt + 1} nodes, got {N}")
         t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
-        p_buf = torch.empty_like(t_buf)
+        qc_buf = torch.empty_like(t_buf)
         c_buf = torch.empty(bs * HV, 2, bt, dtype=torch.float32, device=dev)
         _tree_twostage_prep_kernel[(bs * HV,)](
-            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, p_buf,
+            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, qc_buf,
             c_buf, N, N, H=H, HV=HV, BT=bt, NSQ=_squarings(bt, max_depth), PREC=precision,
-            num_warps=num_warps or 4,
+            num_warps=prep_warps or num_warps or 4,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), qk, G, t_buf, p_buf,
+            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), qk, G, t_buf, qc_buf,
             c_buf, o, u, N, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
-            PREC=precision, num_warps=num_warps or 4,
+            PREC=precision, RAW16=raw16, num_warps=num_warps or 4,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
@@ -788,7 +854,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             q, k, v.contiguous(), a.contiguous(), b.contiguous(),
             A_log.contiguous(), dt_bias.contiguous(), anc, state,
             state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
-            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), **common,
+            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, **common,
         )
     elif impl == "split":
         ks = torch.empty_like(u)
@@ -796,7 +862,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         sidx = state_idx.to(torch.int32).contiguous()
         _tree_state_products_kernel[(triton.cdiv(V, BV), bs * HV, NT)](
             q, k, a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, state, sidx, ks, qs, G,
-            N, float(scale), NT=NT, BKC=min(BK, 32), **common,
+            N, float(scale), NT=NT, BKC=min(BK, 32), RAW16=raw16, **common,
         )
         _tree_gdn_solve_kernel[(triton.cdiv(V, BV), bs * HV)](
             b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
