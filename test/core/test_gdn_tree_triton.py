@@ -119,14 +119,23 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
-IMPLS = ["fused", "split", "twostage"]
+IMPLS = ["fused", "split", "twostage", "twostage+pairs"]
+
+
+def _impl(impl):
+    """``tree_gdn_verify`` keywords of a test impl name ("twostage+pairs": the pair products
+    formed inside the twostage prep kernel)."""
+    name, _, pairs = impl.partition("+")
+    return dict(impl=name, pairs_in_prep=bool(pairs))
+
+
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 
 
 def _impl_cases(sizes):
     """``(impl, size)`` pairs: on a GPU every impl at every size; in the CPU interpreter (the CI
-    time budget) fused and split at every size and twostage at the middle one (it has its own
-    depth-bound tests besides)."""
+    time budget) fused and split at every size and the twostage variants at the middle one (it
+    has its own depth-bound tests besides)."""
     if HAS_CUDA:
         return [(i, n) for i in IMPLS for n in sizes]
     return [(i, n) for i in IMPLS for n in sizes if i in ("fused", "split") or n == sizes[len(sizes) // 2]]
@@ -157,7 +166,7 @@ def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, ga
 
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
     st = state.clone().to(DEV)
-    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale, precision=precision, impl=impl)
+    o, u, G = kern.tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale, precision=precision, **_impl(impl))
     assert o.dtype == dtype and o.shape == v.shape
     print(f"[tree_gdn] n={n} {dtype} {precision} {impl}: o rel err {_rel(o, ref_o):.2e}")
     assert _rel(o, ref_o) < tol
@@ -186,7 +195,7 @@ def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, ga
     assert torch.equal(st[untouched], state[untouched])
 
 
-@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40)])
+@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40)])
 @kernels_here
 def test_bf16x3_products_are_fp32_accurate(kern, impl, n):
     """precision "bf16x3" with bf16 q/k (the engine's case): the pair products of the raw rows in
@@ -372,7 +381,7 @@ def test_tree_gdn_verify_block_shapes(kern, impl, shape):
     ref_o, _ = _reference(q, k, v, a, b, A_log, dt_bias, [t[0] for t in trees], state[slots], scale)
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
     o, _, _ = kern.tree_gdn_verify(*dev_args, state.clone().to(DEV), slots.to(DEV), scale=scale, precision="ieee",
-                                   impl=impl, block_t=block_t, block_v=block_v, num_warps=num_warps)
+                                   block_t=block_t, block_v=block_v, num_warps=num_warps, **_impl(impl))
     assert _rel(o, ref_o) < 2e-5
 
 

@@ -52,6 +52,10 @@ COMMIT_ENV = "SGLANG_DDTREE_WY_COMMIT"
 # "auto" default, "fused", "split", "twostage"), to time them inside the engine.
 IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 
+# Developer knob: "1" forms the twostage verify's pair products inside its prep kernel
+# (``tree_gdn_verify(pairs_in_prep=True)``; not yet timed on a GPU, so off by default).
+PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
+
 
 def wy_check_enabled() -> bool:
     return os.environ.get(CHECK_ENV) == "1"
@@ -135,7 +139,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
-                              impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth)
+                              impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
+                              pairs_in_prep=os.environ.get(PAIRS_ENV) == "1")
     wy.saved[li] = (layer, cache, slots)
     return o
 

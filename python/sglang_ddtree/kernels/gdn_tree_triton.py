@@ -110,37 +110,20 @@ def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V:
 
 
 @triton.jit
-def _tree_qk_kernel(
-    q, k, anc, kk_buf, qk_buf, N, NP, scale,
-    H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
-    RAW16: tl.constexpr,
-):
-    """Grid (NT, NT, bs * H): one [BT, BT] block (i, j <= i) of the per-key-head products
-    kn kn^T and qn kn^T over ancestor pairs (others stored as 0), fp32, into ``[bs, H, NP, NP]``.
-    RAW16 (bf16 q/k): one bf16 tensor-core product of the raw rows, exact in the fp32
-    accumulator, scaled by the norms afterwards (else PREC on the normalised fp32 rows)."""
-    i = tl.program_id(0)
-    j = tl.program_id(1)
-    if j > i:
-        return
-    i_bh = tl.program_id(2)
-    i_b = i_bh // H
-    i_h = i_bh % H
-    o_t = tl.arange(0, BT)
+def _pair_block(p_q, p_k, anc_b, rows, cols, N, scale, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
+                PREC: tl.constexpr, RAW16: tl.constexpr):
+    """The node-pair products ``kn_i.kn_j`` and ``qn_i.kn_j`` of a [BT, BT] block of one request
+    and key head (fp32, 0 off the ancestor pairs and past the tree). RAW16 (bf16 q/k): one bf16
+    tensor-core product of the raw rows, exact in the fp32 accumulator, scaled by the norms
+    afterwards (else PREC on the normalised fp32 rows)."""
     o_k = tl.arange(0, BK)
     m_k = o_k < K
-    rows = i * BT + o_t
-    cols = j * BT + o_t
     m_r = rows < N
     m_c = cols < N
-    tok0 = i_b * N
-    p_q = q + (tok0 * H + i_h) * K
-    p_k = k + (tok0 * H + i_h) * K
     k_i, rk_i = _load_rows(p_k, rows, m_r, o_k, m_k, H * K, 1.0, RAW16)
     q_i, rq_i = _load_rows(p_q, rows, m_r, o_k, m_k, H * K, scale, RAW16)
     k_j, rk_j = _load_rows(p_k, cols, m_c, o_k, m_k, H * K, 1.0, RAW16)
-    anc_ij = tl.load(anc + i_b.to(tl.int64) * N * N + rows[:, None] * N + cols[None, :],
-                     mask=m_r[:, None] & m_c[None, :], other=0) != 0
+    anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
     if RAW16:
         kk = _dot16(k_i, tl.trans(k_j), RAW16)
         qk = _dot16(q_i, tl.trans(k_j), RAW16)
@@ -149,6 +132,30 @@ def _tree_qk_kernel(
         qk = tl.dot(q_i, tl.trans(k_j), input_precision=PREC)
     kk = tl.where(anc_ij, kk * rk_i[:, None] * rk_j[None, :], 0.0)
     qk = tl.where(anc_ij, qk * rq_i[:, None] * rk_j[None, :], 0.0)
+    return kk, qk
+
+
+@triton.jit
+def _tree_qk_kernel(
+    q, k, anc, kk_buf, qk_buf, N, NP, scale,
+    H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
+    RAW16: tl.constexpr,
+):
+    """Grid (NT, NT, bs * H): one [BT, BT] block (i, j <= i) of the per-key-head products
+    kn kn^T and qn kn^T over ancestor pairs (others stored as 0), fp32, into ``[bs, H, NP, NP]``."""
+    i = tl.program_id(0)
+    j = tl.program_id(1)
+    if j > i:
+        return
+    i_bh = tl.program_id(2)
+    i_b = i_bh // H
+    i_h = i_bh % H
+    o_t = tl.arange(0, BT)
+    rows = i * BT + o_t
+    cols = j * BT + o_t
+    tok0 = i_b * N
+    kk, qk = _pair_block(q + (tok0 * H + i_h) * K, k + (tok0 * H + i_h) * K, anc + i_b.to(tl.int64) * N * N,
+                         rows, cols, N, scale, H, K, BK, PREC, RAW16)
     off = (i_bh.to(tl.int64) * NP + rows[:, None]) * NP + cols[None, :]
     m = (rows < NP)[:, None] & (cols < NP)[None, :]
     tl.store(kk_buf + off, kk, mask=m)
@@ -214,18 +221,26 @@ def _chunk_beta(b, tok0, i_hv, rows, m_r, HV: tl.constexpr):
 
 
 @triton.jit
+def _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i):
+    """A chunk's diagonal block from its pair products (0 off the ancestor pairs): ``A``
+    (strictly lower: ``beta_i exp(G_i - G_j) kn_i.kn_j``) and the decayed ``qn_i.kn_j`` (self
+    included), [BT, BT] each."""
+    m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
+    # Finite off the ancestor pairs too (inf * 0 = NaN): G_i - G_j <= 0 on ancestor pairs.
+    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
+    return tl.where(o_t[:, None] == o_t[None, :], 0.0, beta_i[:, None] * dec * kk), qk * dec
+
+
+@triton.jit
 def _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP):
-    """A chunk's diagonal block: ``A`` (strictly lower: ``beta_i exp(G_i - G_j) kn_i.kn_j``) and
-    the decayed ``qn_i.kn_j`` (self included), [BT, BT] each; the pair products are 0 off the
-    ancestor pairs. The pair buffers hold only the pair kernel's tiles on and below the
-    diagonal, and its tile may be smaller than this chunk: never read above the diagonal."""
+    """:func:`_pairs_to_AQ` of a chunk's diagonal block read from the pair buffers. They hold
+    only the pair kernel's tiles on and below the diagonal, and its tile may be smaller than
+    this chunk: never read above the diagonal."""
     m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
     p_pair = pair0 + rows[:, None] * NP + rows[None, :]
     kk = tl.load(kk_buf + p_pair, mask=m_p, other=0.0)
     qk = tl.load(qk_buf + p_pair, mask=m_p, other=0.0)
-    # Finite off the ancestor pairs too (inf * 0 = NaN): G_i - G_j <= 0 on ancestor pairs.
-    dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_i[None, :], 0.0), 0.0))
-    return tl.where(o_t[:, None] == o_t[None, :], 0.0, beta_i[:, None] * dec * kk), qk * dec
+    return _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
 
 
 @triton.jit
@@ -395,10 +410,72 @@ def _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale,
 
 
 @triton.jit
+def _prep_pairs(p_q, p_k, anc_b, rows, m_r, N, scale, H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
+                PREC: tl.constexpr, RAW16: tl.constexpr):
+    """The twostage prep's pair products, formed in place: ``kn_i.kn_j`` and ``qn_i.kn_j`` among
+    the non-root ``rows`` ([BT, BT], 0 off the ancestor pairs), the root's column ``kn_i.kn_0``,
+    ``qn_i.kn_0`` ([BT], 0 where the root is no ancestor: padding) and ``qn_0.kn_0``. Over K in
+    32-wide slices of the raw rows (only [BT, 32] tiles live beside the two accumulators), the
+    norms applied at the end; RAW16 as in :func:`_pair_block`."""
+    BKC: tl.constexpr = 32 if BK > 32 else BK
+    kk = tl.zeros([rows.shape[0], rows.shape[0]], dtype=tl.float32)
+    qk = tl.zeros([rows.shape[0], rows.shape[0]], dtype=tl.float32)
+    qss = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    k0k = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    k0q = tl.zeros([rows.shape[0]], dtype=tl.float32)
+    k0ss = tl.zeros([BKC], dtype=tl.float32)
+    q0ss = tl.zeros([BKC], dtype=tl.float32)
+    q0k0 = tl.zeros([BKC], dtype=tl.float32)
+    for kc in tl.static_range(0, BK, BKC):
+        o_kc = kc + tl.arange(0, BKC)
+        m_kc = o_kc < K
+        m_t = m_r[:, None] & m_kc[None, :]
+        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_t, other=0.0)
+        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_t, other=0.0)
+        krf = kr.to(tl.float32)
+        qrf = qr.to(tl.float32)
+        if RAW16:
+            kk += _dot16(kr, tl.trans(kr), RAW16)
+            qk += _dot16(qr, tl.trans(kr), RAW16)
+        else:
+            kk += tl.dot(krf, tl.trans(krf), input_precision=PREC)
+            qk += tl.dot(qrf, tl.trans(krf), input_precision=PREC)
+        qss += tl.sum(qrf * qrf, 1)
+        k_0r = tl.load(p_k + o_kc, mask=m_kc, other=0.0)
+        k_0 = k_0r.to(tl.float32)
+        q_0 = tl.load(p_q + o_kc, mask=m_kc, other=0.0).to(tl.float32)
+        # The root's column as a product too (its key in the first of 16 columns): an
+        # elementwise row reduction here would need the rows in a second register layout.
+        if RAW16:
+            b0 = tl.where(tl.arange(0, 16)[None, :] == 0, k_0r[:, None], 0.0).to(k_0r.dtype)
+            k0k += tl.sum(_dot16(kr, b0, RAW16), 1)
+            k0q += tl.sum(_dot16(qr, b0, RAW16), 1)
+        else:
+            b0 = tl.where(tl.arange(0, 16)[None, :] == 0, k_0[:, None], 0.0)
+            k0k += tl.sum(tl.dot(krf, b0, input_precision=PREC), 1)
+            k0q += tl.sum(tl.dot(qrf, b0, input_precision=PREC), 1)
+        k0ss += k_0 * k_0
+        q0ss += q_0 * q_0
+        q0k0 += q_0 * k_0
+    # |k_i|^2 is kk's diagonal (exact like every raw product).
+    kss = tl.sum(tl.where(rows[:, None] == rows[None, :], kk, 0.0), 1)
+    rk = 1.0 / tl.sqrt(kss + 1e-6)
+    rq = scale / tl.sqrt(qss + 1e-6)
+    rk0 = 1.0 / tl.sqrt(tl.sum(k0ss, 0) + 1e-6)
+    anc_ij = tl.load(anc_b + rows[:, None] * N + rows[None, :], mask=m_r[:, None] & m_r[None, :], other=0) != 0
+    m_a = m_r & (tl.load(anc_b + rows * N, mask=m_r, other=0) != 0)
+    kk = tl.where(anc_ij, kk * rk[:, None] * rk[None, :], 0.0)
+    qk = tl.where(anc_ij, qk * rq[:, None] * rk[None, :], 0.0)
+    qk_00 = tl.sum(q0k0, 0) * rk0 * (scale / tl.sqrt(tl.sum(q0ss, 0) + 1e-6))
+    return kk, qk, tl.where(m_a, k0k * rk * rk0, 0.0), tl.where(m_a, k0q * rq * rk0, 0.0), qk_00
+
+
+@triton.jit
 def _tree_twostage_prep_kernel(
-    a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
-    N, NP,
-    H: tl.constexpr, HV: tl.constexpr, BT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr,
+    q, k, a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
+    N, NP, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NSQ: tl.constexpr,
+    PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr,
 ):
     """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
     on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
@@ -408,7 +485,10 @@ def _tree_twostage_prep_kernel(
     multiplies it into its u, which keeps ``Qc T`` off this chain). The root enters every
     node's right-hand side as ``- c_i u_root`` with ``c_i = beta_i exp(G_i - G_root)
     kn_i.kn_root``, so the second pass needs ``T c`` and ``exp(G_i - G_root) qn_i.kn_root``
-    too ([BT] each, into ``c_buf``). Writes G (every node, for the commit as well)."""
+    too, and the root's own ``qn_root.kn_root`` (``c_buf [bs * HV, 3, BT]``: rows 0 and 1, and
+    row 2 element 0). Writes G (every node, for the commit as well). PAIRS: the pair products
+    are formed here from q and k (no pair kernel; each key head's are formed once per value
+    head), else read from ``kk_buf``/``qk_buf``."""
     i_bh = tl.program_id(0)
     i_b = i_bh // HV
     i_hv = i_bh % HV
@@ -420,34 +500,44 @@ def _tree_twostage_prep_kernel(
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     dtb = tl.load(dt_bias + i_hv).to(tl.float32)
     tok0 = i_b * N
-    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    anc_b = anc + i_b.to(tl.int64) * N * N
     G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
     # Two column chunks of BT cover every ancestor (columns 0 .. BT).
-    G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
+    G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
     beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
-    A, Qc = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
+    if PAIRS:
+        kk, qk, kk_r, qk_r, qk_00 = _prep_pairs(q + (tok0 * H + i_h) * K, k + (tok0 * H + i_h) * K, anc_b, rows, m_r,
+                                                N, scale, H, K, BK, PREC, RAW16)
+        A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
+    else:
+        pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+        A, Qc = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
+        kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+        qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
+        qk_00 = tl.load(qk_buf + pair0)
+    # Everything but T first: only A and the [BT] vector c stay live through the chain.
+    mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
+    c0 = c_buf + i_bh.to(tl.int64) * 3 * BT
+    dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
+    c = beta_i * dec_r * kk_r
+    tl.store(qc_buf + mat, Qc)
+    tl.store(c0 + BT + o_t, dec_r * qk_r)
+    tl.store(c0 + 2 * BT, qk_00)
+    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+    tl.store(g_buf + tok0 * HV + i_hv, G_r)
     Tm = tl.where(eye, 1.0, 0.0) - A
     Ap = A
     for _ in tl.static_range(NSQ):  # T = (I - A)(I + A^2)(I + A^4)...
         Ap = tl.dot(Ap, Ap, input_precision=PREC)
         Tm = Tm + tl.dot(Ap, Tm, input_precision=PREC)
-    kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
-    qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
-    dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
-    c = beta_i * dec_r * kk_r
-    mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
     tl.store(t_buf + mat, Tm)
-    tl.store(qc_buf + mat, Qc)
-    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + o_t, tl.sum(Tm * c[None, :], 1))
-    tl.store(c_buf + i_bh.to(tl.int64) * 2 * BT + BT + o_t, dec_r * qk_r)
-    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
-    tl.store(g_buf + tok0 * HV + i_hv, G_r)
+    tl.store(c0 + o_t, tl.sum(Tm * c[None, :], 1))
 
 
 @triton.jit
 def _tree_twostage_apply_kernel(
-    q, k, v, b, state, state_idx, qk_buf, g_buf, t_buf, qc_buf, c_buf, o, u_buf,
-    N, NP, scale,
+    q, k, v, b, state, state_idx, g_buf, t_buf, qc_buf, c_buf, o, u_buf,
+    N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     RAW16: tl.constexpr,
@@ -461,7 +551,8 @@ def _tree_twostage_apply_kernel(
     rows = 1 + o_t
     m_r = rows < N
     tok0 = i_b * N
-    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    i_bh = (i_b * HV + i_hv).to(tl.int64)
+    c0 = c_buf + i_bh * 3 * BT
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
     kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
@@ -469,17 +560,16 @@ def _tree_twostage_apply_kernel(
     beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
     v_r = tl.load(v + (tok0 * HV + i_hv) * V + o_v, mask=m_v, other=0.0).to(tl.float32)
     u_r = beta_r * (v_r - tl.exp(G_r) * kS_r)
-    o_r = tl.exp(G_r) * qS_r + tl.load(qk_buf + pair0) * u_r
+    o_r = tl.exp(G_r) * qS_r + tl.load(c0 + 2 * BT) * u_r
     tl.store(o + (tok0 * HV + i_hv) * V + o_v, o_r.to(o.dtype.element_ty), mask=m_v)
     tl.store(u_buf + (tok0 * HV + i_hv) * V + o_v, u_r, mask=m_v)
     G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
     kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                    H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
     beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-    i_bh = (i_b * HV + i_hv).to(tl.int64)
     mat = i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :]
-    tc = tl.load(c_buf + i_bh * 2 * BT + o_t)
-    pc = tl.load(c_buf + i_bh * 2 * BT + BT + o_t)
+    tc = tl.load(c0 + o_t)
+    pc = tl.load(c0 + BT + o_t)
     u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
     acc += tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + pc[:, None] * u_r[None, :]
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
@@ -763,7 +853,8 @@ def block_chunk(n_nodes: int) -> int:
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
-                    num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None):
+                    num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
+                    pairs_in_prep: bool = False):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -790,7 +881,10 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     has more than ``max_depth`` nodes besides the root (the tree builder's depth limit); fewer
     squarings in each chunk's solve. A wrong bound gives wrong results. ``qk_block``: the tile
     of the node-pair products (default 64 for "twostage", else ``block_t``). ``prep_warps``:
-    num_warps of the "twostage" prep kernel alone (default ``num_warps``).
+    num_warps of the "twostage" prep kernel alone (default ``num_warps``). ``pairs_in_prep``
+    ("twostage" only): the prep kernel forms the node-pair products itself instead of a
+    separate pair-product kernel (one launch and the pair buffers less; each key head's
+    products formed once per value head). Not yet timed on a GPU, so off by default.
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -820,15 +914,19 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     BV = min(max(16, triton.next_power_of_2(V)), block_v or 64)
     NT = triton.cdiv(N, block_t)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
-    # Node-pair products per key head (shared by its value heads and every V tile), in blocks
-    # on and below the diagonal; the chunked-by-64 impls read them in 64-node tiles, so they
-    # are formed in 64-node tiles too (four times fewer programs, each norm formed once).
-    kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
-    qk = torch.empty_like(kk)
-    qk_bt = qk_block or (64 if impl == "twostage" else block_t)
-    nq = triton.cdiv(N, qk_bt)
-    _tree_qk_kernel[(nq, nq, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=qk_bt, BK=BK,
-                                     PREC=precision, RAW16=raw16, num_warps=8 if qk_bt >= 64 else 4)
+    pairs_in_prep = bool(pairs_in_prep) and impl == "twostage"
+    if pairs_in_prep:
+        kk = qk = torch.empty(1, dtype=torch.float32, device=dev)  # (not read)
+    else:
+        # Node-pair products per key head (shared by its value heads and every V tile), in
+        # blocks on and below the diagonal; the chunked-by-64 impls read them in 64-node tiles,
+        # so they are formed in 64-node tiles too (four times fewer programs).
+        kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
+        qk = torch.empty_like(kk)
+        qk_bt = qk_block or (64 if impl == "twostage" else block_t)
+        nq = triton.cdiv(N, qk_bt)
+        _tree_qk_kernel[(nq, nq, bs * H)](q, k, anc, kk, qk, N, N, float(scale), H=H, K=K, BT=qk_bt, BK=BK,
+                                         PREC=precision, RAW16=raw16, num_warps=8 if qk_bt >= 64 else 4)
     path = None if max_depth is None else int(max_depth) + 1  # nodes on a path, root included
     if impl == "twostage":
         bt = block_chunk(N)
@@ -836,15 +934,15 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             raise ValueError(f"tree_gdn_verify: impl 'twostage' serves trees of at most {bt + 1} nodes, got {N}")
         t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
         qc_buf = torch.empty_like(t_buf)
-        c_buf = torch.empty(bs * HV, 2, bt, dtype=torch.float32, device=dev)
+        c_buf = torch.empty(bs * HV, 3, bt, dtype=torch.float32, device=dev)
         _tree_twostage_prep_kernel[(bs * HV,)](
-            a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf, qc_buf,
-            c_buf, N, N, H=H, HV=HV, BT=bt, NSQ=_squarings(bt, max_depth), PREC=precision,
-            num_warps=prep_warps or num_warps or 4,
+            q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
+            qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
+            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, num_warps=prep_warps or num_warps or 4,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), qk, G, t_buf, qc_buf,
-            c_buf, o, u, N, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
+            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
+            c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
             PREC=precision, RAW16=raw16, num_warps=num_warps or 4,
         )
         return o, u, G
