@@ -363,8 +363,9 @@ class DDTreeWorker(DFlashWorkerV2):
             verify_input.retrieve_next_token = layout.first_child.contiguous()
             verify_input.retrieve_next_sibling = layout.next_sibling.contiguous()
         if self._need_mamba_verify_commit and not snapshot:
+            # The tree builder's depth limit bounds every path (fewer squarings in the solve).
             verify_input.ddtree_wy = WyVerifyState.from_layout(layout, tables=self._wy_tables,
-                                                               max_depth=self.block_size - 1)
+                                                               max_depth=self.max_depth)
         seq_lens_pre_verify = prefix_lens.clone() if self._need_mamba_verify_commit else None
         if self._need_mamba_verify_commit:
             prepare_state_tracking(batch)

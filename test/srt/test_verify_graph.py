@@ -81,11 +81,13 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
 
     monkeypatch.setenv(vg.GRAPH_ENV, "1")
     monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
-        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy"))
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy", speculative_ddtree_max_depth=4))
     runner = _hybrid_runner()
     cap2 = vg._capture_with_mask(_spec(), runner, 2 * 5).ddtree_wy   # captures for bs 2 and 4
     cap4 = vg._capture_with_mask(_spec(), runner, 4 * 5).ddtree_wy
     assert cap2.parent.shape == (2, 5) and cap4.anc.shape == (4, 5, 5)
+    # The verify's depth bound is the tree builder's limit (--speculative-ddtree-max-depth).
+    assert cap2.max_depth == cap4.max_depth == 4
     assert cap2.parent.data_ptr() == cap4.parent.data_ptr()  # one buffer, sliced per size
     # One commit-input buffer dict for every size's graph, sized for the largest batch.
     assert cap2.work is cap4.work and cap2.work == {} and cap2.work_rows == cap4.work_rows == runner.max_bs

@@ -91,11 +91,13 @@ def static_wy_state(runner, bs: int, width: int):
         runner._ddtree_wy_static = holder
     states = holder["states"]
     if bs not in states:
-        from ..registration import _drafter_block_size
+        from ..server_args import published_server_args
 
+        # The tree builder's depth limit (--speculative-ddtree-max-depth, resolved at launch to
+        # at most the drafter's block size - 1), the bound the worker's eager verify uses too.
         states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
                                    work=holder["work"], work_rows=holder["max_bs"], tables=holder["tables"],
-                                   max_depth=_drafter_block_size() - 1)
+                                   max_depth=int(published_server_args().speculative_ddtree_max_depth))
     return states[bs]
 
 
