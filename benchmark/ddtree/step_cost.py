@@ -92,7 +92,10 @@ def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dic
 
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
-            vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None) -> list:
+            vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1) -> list:
+    """One engine for ``cfg``; per concurrency a warm-up pass, then ``rounds`` timed passes (a
+    one-token prefill pass and a full pass each; ms per decode step from their difference): the
+    row carries the median round and, with ``rounds > 1``, every round's ms per step."""
     import random
 
     import sglang as sgl
@@ -129,20 +132,26 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             spn = dict(temperature=0.0, max_new_tokens=decode_tokens, ignore_eos=True)
             engine.generate(input_ids=prompts, sampling_params=spn)  # warm-up (graphs, kernels)
             before = _ddtree_counts(engine)  # outside the timed region
-            t = time.perf_counter()
-            engine.generate(input_ids=prompts, sampling_params=sp1)
-            t_prefill = time.perf_counter() - t
-            t = time.perf_counter()
-            outs = engine.generate(input_ids=prompts, sampling_params=spn)
-            t_all = time.perf_counter() - t
+            per_round = []
+            for _ in range(rounds):  # the same timed pass again: the spread inside one engine
+                t = time.perf_counter()
+                engine.generate(input_ids=prompts, sampling_params=sp1)
+                t_prefill = time.perf_counter() - t
+                t = time.perf_counter()
+                outs = engine.generate(input_ids=prompts, sampling_params=spn)
+                t_all = time.perf_counter() - t
+                steps = [o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1)
+                         for o in outs]
+                n_steps = max(1, max(steps))  # decode steps after the prefill's token
+                per_round.append((t_prefill, t_all, (t_all - t_prefill) * 1e3 / n_steps))
             after = _ddtree_counts(engine)
-            steps = [o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1) for o in outs]
             toks = [o["meta_info"]["completion_tokens"] for o in outs]
-            n_steps = max(1, max(steps))  # decode steps after the prefill's token
+            t_prefill, t_all, ms = sorted(per_round, key=lambda x: x[2])[(rounds - 1) // 2]  # the median round
             rows.append(dict(config=cfg, concurrency=c, startup_s=round(startup, 1), prefill_s=round(t_prefill, 4),
                              total_s=round(t_all, 4), steps=max(steps), tokens_per_request=statistics.mean(toks),
-                             ms_per_step=round((t_all - t_prefill) * 1e3 / n_steps, 3),
-                             tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
+                             ms_per_step=round(ms, 3), tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
+            if rounds > 1:
+                rows[-1]["ms_per_step_rounds"] = [round(x[2], 3) for x in per_round]
             if before is not None and after is not None:  # DDTREE: what the timed steps did
                 rows[-1]["timed"] = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
@@ -171,6 +180,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="timed passes per concurrency in each engine (the row reports the median; with more "
+                         "than one, every round's ms per step too: the spread inside one engine)")
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
@@ -203,7 +215,7 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, a.auto_table)
+                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds))
         a.out.write_text(json.dumps(rows))
         return 0
     rows = []
