@@ -141,10 +141,11 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     held = {}
 
     def ours(prec=precision, impl="auto", block_t=16, block_v=None, conv=True, num_warps=None, max_depth=15,
-             qk_block=None, prep_warps=None, pairs_in_prep=False):  # the engine's: auto, depth bound 15
+             qk_block=None, prep_warps=None, flags=()):  # the engine's: auto, depth bound 15
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
-                                         qk_block=qk_block, prep_warps=prep_warps, pairs_in_prep=pairs_in_prep)
+                                         qk_block=qk_block, prep_warps=prep_warps, pairs_in_prep="pairs" in flags,
+                                         split_qk="splitqk" in flags)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -165,18 +166,18 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             qkb = int(more[2]) if len(more) > 2 and more[2] else None
             pw = int(more[3]) if len(more) > 3 and more[3] else None
             prec = more[4] if len(more) > 4 and more[4] else precision
-            pip = len(more) > 5 and more[5] == "pairs"
+            flags = tuple(more[5].split("+")) if len(more) > 5 and more[5] else ()
             key = (f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
                    + (f"_qk{qkb}" if qkb else "") + (f"_pw{pw}" if pw else "")
-                   + (f"_{prec}" if prec != precision else "") + ("_pairs" if pip else ""))
+                   + (f"_{prec}" if prec != precision else "") + "".join(f"_{f}" for f in flags))
             out[key + "_ms_48"] = _time(
                 lambda: ours(prec, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth,
-                             qk_block=qkb, prep_warps=pw, pairs_in_prep=pip), iters) * LAYERS
+                             qk_block=qkb, prep_warps=pw, flags=flags), iters) * LAYERS
         for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
-            name_, _, pairs = impl.partition("+")  # "twostage+pairs": the pair products in the prep
+            name_, *flags = impl.split("+")  # e.g. "twostage+pairs+splitqk" (flags as in --variants)
             out[f"profile_{impl}_ms_48"] = {
                 name: round(ms * LAYERS, 4)
-                for name, ms in _profile(lambda: ours(precision, name_, conv=False, pairs_in_prep=bool(pairs))).items()}
+                for name, ms in _profile(lambda: ours(precision, name_, conv=False, flags=tuple(flags))).items()}
     else:
         ours()
     _, u, G = held["r"]
@@ -256,10 +257,10 @@ def main():
                     help="also time these tree_gdn_verify impls")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="also time the GDN verify alone as "
-                         "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision[:pairs]]]]]] "
+                         "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision[:flags]]]]]] "
                          "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3, "
-                         "twostage:64:32:4:15::::pairs = pair products inside the prep; empty = the kernel's "
-                         "default)")
+                         "twostage:64:32:4:15::::pairs+splitqk; flags: pairs = pair products inside the twostage "
+                         "prep, splitqk = its apply pass's key products first; empty = the kernel's default)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

@@ -55,6 +55,9 @@ IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 # Developer knob: "1" forms the twostage verify's pair products inside its prep kernel
 # (``tree_gdn_verify(pairs_in_prep=True)``; not yet timed on a GPU, so off by default).
 PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
+# Developer knob: "1" makes the twostage apply pass form its key products (and u) before its
+# query products (``tree_gdn_verify(split_qk=True)``; not yet timed on a GPU, off by default).
+SPLIT_QK_ENV = "SGLANG_DDTREE_WY_SPLIT_QK"
 
 
 def wy_check_enabled() -> bool:
@@ -140,7 +143,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=os.environ.get(PAIRS_ENV) == "1")
+                              pairs_in_prep=os.environ.get(PAIRS_ENV) == "1",
+                              split_qk=os.environ.get(SPLIT_QK_ENV) == "1")
     wy.saved[li] = (layer, cache, slots)
     return o
 
