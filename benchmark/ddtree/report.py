@@ -85,8 +85,14 @@ def load_accept(path: Path) -> Tuple[dict, Dict[str, float], Dict[str, List[int]
     return d.get("meta", {}), tpf, hist
 
 
+# The ratio's reference per concurrency: DFLASH where its step cost was measured, else the chain
+# through DDTREE's worker (the same drafts as DFLASH, its step cost through our verify path).
+REFERENCES = ("DFLASH", "DDTREE-chain")
+
+
 def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tuple[str, int], dict]:
-    """Projected tokens/s per request and the ratio to DFLASH at the same concurrency."""
+    """Projected tokens/s per request and the ratio to the reference at the same concurrency
+    (``vs_ref`` names it; ``vs_dflash`` is the ratio when the reference is DFLASH)."""
     out = {}
     for (cfg, c), m in ms.items():
         acc = cfg if cfg in tpf else SAME_ACCEPTANCE.get(cfg)
@@ -94,9 +100,11 @@ def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tup
             continue
         out[(cfg, c)] = {"tokens_per_s": tpf[acc] / m * 1e3}
     for (cfg, c), r in out.items():
-        base = out.get(("DFLASH", c))
-        if base:
-            r["vs_dflash"] = r["tokens_per_s"] / base["tokens_per_s"]
+        ref = next((x for x in REFERENCES if (x, c) in out), None)
+        if ref is not None:
+            r["vs"], r["vs_ref"] = r["tokens_per_s"] / out[(ref, c)]["tokens_per_s"], ref
+            if ref == "DFLASH":
+                r["vs_dflash"] = r["vs"]
     return out
 
 
@@ -130,9 +138,11 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> st
         for c in concs:
             p = proj.get((cfg, c))
             row.append("—" if p is None else f"{p['tokens_per_s']:.1f}" + (
-                f" ({p['vs_dflash']:.2f}x)" if "vs_dflash" in p else ""))
+                f" ({p['vs']:.2f}x)" if "vs" in p else ""))
         rows.append(row)
-    parts.append(_table(["config"] + [f"projected tok/s per request, conc {c} (vs DFLASH)" for c in concs], rows))
+    refs = {c: next((p["vs_ref"] for (cfg, cc), p in proj.items() if cc == c and "vs_ref" in p), None) for c in concs}
+    parts.append(_table(["config"] + [f"projected tok/s per request, conc {c}" + (f" (vs {refs[c]})" if refs[c] else "")
+                                      for c in concs], rows))
     parts.append("")
     return "\n".join(parts)
 
@@ -152,16 +162,19 @@ def plot(ms: dict, proj: dict, hist: dict, png: Path) -> bool:
                      if cc == c and _budget(cfg) is not None)
         if pts:
             line = ax[0].plot(*zip(*pts), marker="o", label=f"DDTREE, conc {c}")[0]
-            if ("DFLASH", c) in proj:
-                ax[0].axhline(proj[("DFLASH", c)]["tokens_per_s"], ls="--", color=line.get_color(),
-                              label=f"DFLASH, conc {c}")
-        rpts = sorted((_budget(cfg), p["vs_dflash"]) for (cfg, cc), p in proj.items()
-                      if cc == c and _budget(cfg) is not None and "vs_dflash" in p)
+            ref = next((x for x in REFERENCES if (x, c) in proj), None)
+            if ref is not None:
+                ax[0].axhline(proj[(ref, c)]["tokens_per_s"], ls="--", color=line.get_color(),
+                              label=f"{ref}, conc {c}")
+        rpts = sorted((_budget(cfg), p["vs"]) for (cfg, cc), p in proj.items()
+                      if cc == c and _budget(cfg) is not None and "vs" in p)
+        ref = next((p["vs_ref"] for (cfg, cc), p in proj.items() if cc == c and "vs_ref" in p), None)
         if rpts:
-            ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c}")
+            ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c} (vs {ref})")
     ax[0].set(xscale="log", xlabel="DDTREE budget", ylabel="projected tokens/s per request", title="speed")
     ax[1].axhline(1.0, color="grey", lw=0.8)
-    ax[1].set(xscale="log", xlabel="DDTREE budget", ylabel="DDTREE / DFLASH", title="ratio (projected)")
+    ax[1].set(xscale="log", xlabel="DDTREE budget", ylabel="DDTREE / reference (DFLASH, else the chain)",
+              title="ratio (projected)")
     for cfg, h in sorted(hist.items(), key=lambda kv: _config_key(kv[0])):
         tot = sum(h) or 1
         ax[2].plot(range(len(h)), [x / tot for x in h], marker=".", label=cfg)

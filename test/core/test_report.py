@@ -65,3 +65,21 @@ def test_chain_takes_dflash_acceptance_and_auto_gets_step_cost_only(report, tmp_
     order = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "ms/step" not in line]
     assert order[:4] == ["DFLASH", "DDTREE-chain", "DDTREE-16", "DDTREE-auto"]
     assert "| DDTREE-auto | 66.00 |" in md and "DFLASH's: same drafts" in md
+
+
+def test_ratio_falls_back_to_the_chain_without_dflash(report, tmp_path):
+    """A sweep without a DFLASH row (session 9's call 3): the ratio is taken against the chain
+    through DDTREE's worker (DFLASH's drafts), and the table says so."""
+    sc = {"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 25.0}]}
+    (tmp_path / "sc.json").write_text(json.dumps(sc))
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
+    (tmp_path / "acc.json").write_text(json.dumps(acc))
+    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--accept", str(tmp_path / "acc.json"),
+                        "--out", str(tmp_path / "r")]) == 0
+    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert rows[("DDTREE-16", 1)]["vs"] == pytest.approx((2.0 / 25) / (1.5 / 20))
+    assert rows[("DDTREE-16", 1)]["vs_ref"] == "DDTREE-chain" and "vs_dflash" not in rows[("DDTREE-16", 1)]
+    md = (tmp_path / "r.md").read_text()
+    assert "conc 1 (vs DDTREE-chain)" in md and "| DDTREE-16 | 80.0 (1.07x) |" in md
