@@ -90,6 +90,11 @@ def load_accept(path: Path) -> Tuple[dict, Dict[str, float], Dict[str, List[int]
 REFERENCES = ("DFLASH", "DDTREE-chain")
 
 
+def _reference(rows: Dict[Tuple[str, int], dict], c: int) -> Optional[str]:
+    """The ratio's reference among ``rows`` (keyed ``(config, concurrency)``) at concurrency ``c``."""
+    return next((x for x in REFERENCES if (x, c) in rows), None)
+
+
 def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tuple[str, int], dict]:
     """Projected tokens/s per request and the ratio to the reference at the same concurrency
     (``vs_ref`` names it; ``vs_dflash`` is the ratio when the reference is DFLASH)."""
@@ -100,7 +105,7 @@ def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tup
             continue
         out[(cfg, c)] = {"tokens_per_s": tpf[acc] / m * 1e3}
     for (cfg, c), r in out.items():
-        ref = next((x for x in REFERENCES if (x, c) in out), None)
+        ref = _reference(out, c)
         if ref is not None:
             r["vs"], r["vs_ref"] = r["tokens_per_s"] / out[(ref, c)]["tokens_per_s"], ref
             if ref == "DFLASH":
@@ -140,7 +145,7 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> st
             row.append("—" if p is None else f"{p['tokens_per_s']:.1f}" + (
                 f" ({p['vs']:.2f}x)" if "vs" in p else ""))
         rows.append(row)
-    refs = {c: next((p["vs_ref"] for (cfg, cc), p in proj.items() if cc == c and "vs_ref" in p), None) for c in concs}
+    refs = {c: _reference(proj, c) for c in concs}
     parts.append(_table(["config"] + [f"projected tok/s per request, conc {c}" + (f" (vs {refs[c]})" if refs[c] else "")
                                       for c in concs], rows))
     parts.append("")
@@ -158,17 +163,16 @@ def plot(ms: dict, proj: dict, hist: dict, png: Path) -> bool:
     concs = sorted({c for _, c in ms})
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for c in concs:
+        ref = _reference(proj, c)
         pts = sorted((_budget(cfg), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
                      if cc == c and _budget(cfg) is not None)
         if pts:
             line = ax[0].plot(*zip(*pts), marker="o", label=f"DDTREE, conc {c}")[0]
-            ref = next((x for x in REFERENCES if (x, c) in proj), None)
             if ref is not None:
                 ax[0].axhline(proj[(ref, c)]["tokens_per_s"], ls="--", color=line.get_color(),
                               label=f"{ref}, conc {c}")
         rpts = sorted((_budget(cfg), p["vs"]) for (cfg, cc), p in proj.items()
                       if cc == c and _budget(cfg) is not None and "vs" in p)
-        ref = next((p["vs_ref"] for (cfg, cc), p in proj.items() if cc == c and "vs_ref" in p), None)
         if rpts:
             ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c} (vs {ref})")
     ax[0].set(xscale="log", xlabel="DDTREE budget", ylabel="projected tokens/s per request", title="speed")

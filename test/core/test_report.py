@@ -1,5 +1,5 @@
 """benchmark/ddtree/report.py: the projection divides tokens per forward by ms per step, the
-ratio is taken against DFLASH at the same concurrency, rows stopped before their JSON are read
+ratio is taken against DFLASH at the same concurrency (else the chain), rows stopped before their JSON are read
 from the log, and missing cells render as a dash (never a made-up number)."""
 
 from __future__ import annotations
@@ -25,25 +25,31 @@ def _accept_row(tokens, steps, hist):
     return {"sets": {"a": {"completion_tokens": tokens, "verify_steps": steps, "accept_histogram": hist}}}
 
 
+def _run(report, tmp_path, sc, acc, extra=()):
+    """Write the step-cost and acceptance inputs, run the report, return ``(rows by (config,
+    concurrency), markdown)``."""
+    (tmp_path / "sc.json").write_text(json.dumps(sc))
+    (tmp_path / "acc.json").write_text(json.dumps(acc))
+    assert report.main(["--step-cost", str(tmp_path / "sc.json"), *extra, "--accept", str(tmp_path / "acc.json"),
+                        "--out", str(tmp_path / "r")]) == 0
+    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    return rows, (tmp_path / "r.md").read_text()
+
+
 def test_projection_table_and_files(report, tmp_path):
     sc = {"meta": {"device": "GPU", "floor_ms_target": 10.0}, "rows": [
         {"config": "DFLASH", "concurrency": 1, "ms_per_step": 20.0},
         {"config": "DDTREE-32", "concurrency": 1, "ms_per_step": 25.0},
         {"config": "DFLASH", "concurrency": 4, "ms_per_step": 40.0}]}
-    (tmp_path / "sc.json").write_text(json.dumps(sc))
     (tmp_path / "sc.log").write_text('noise\n[step_cost] {"config": "DDTREE-32", "concurrency": 4, "ms_per_step": 50.0}\n')
     acc = {"meta": {"target": "T", "drafter": "D", "sets": ["a"]}, "rows": {
         "no-spec": _accept_row(10, 0, None), "DFLASH": _accept_row(30, 20, [12, 6, 2]),
         "DDTREE-32": _accept_row(40, 20, [5, 10, 5]), "DDTREE-64": _accept_row(42, 20, [4, 10, 6])}}
-    (tmp_path / "acc.json").write_text(json.dumps(acc))
-    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--step-cost-log", str(tmp_path / "sc.log"),
-                        "--accept", str(tmp_path / "acc.json"), "--out", str(tmp_path / "r")]) == 0
-    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    rows, md = _run(report, tmp_path, sc, acc, extra=("--step-cost-log", str(tmp_path / "sc.log")))
     assert rows[("DFLASH", 1)]["tokens_per_s"] == pytest.approx(1.5 / 20 * 1e3)
     assert rows[("DDTREE-32", 1)]["vs_dflash"] == pytest.approx((2.0 / 25) / (1.5 / 20))
     assert rows[("DDTREE-32", 4)]["ms_per_step"] == 50.0  # from the log
     assert ("DDTREE-64", 1) not in rows  # acceptance without a step cost: no projection
-    md = (tmp_path / "r.md").read_text()
     assert "**Projected**" in md and "| DDTREE-64 | — | — |" in md
 
 
@@ -53,15 +59,10 @@ def test_chain_takes_dflash_acceptance_and_auto_gets_step_cost_only(report, tmp_
         {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 22.0},
         {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 23.0},
         {"config": "DDTREE-auto", "concurrency": 1, "ms_per_step": 66.0}]}
-    (tmp_path / "sc.json").write_text(json.dumps(sc))
     acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
-    (tmp_path / "acc.json").write_text(json.dumps(acc))
-    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--accept", str(tmp_path / "acc.json"),
-                        "--out", str(tmp_path / "r")]) == 0
-    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    rows, md = _run(report, tmp_path, sc, acc)
     assert rows[("DDTREE-chain", 1)]["tokens_per_s"] == pytest.approx(1.5 / 22 * 1e3)
     assert ("DDTREE-auto", 1) not in rows
-    md = (tmp_path / "r.md").read_text()
     order = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "ms/step" not in line]
     assert order[:4] == ["DFLASH", "DDTREE-chain", "DDTREE-16", "DDTREE-auto"]
     assert "| DDTREE-auto | 66.00 |" in md and "DFLASH's: same drafts" in md
@@ -73,13 +74,8 @@ def test_ratio_falls_back_to_the_chain_without_dflash(report, tmp_path):
     sc = {"meta": {}, "rows": [
         {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0},
         {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 25.0}]}
-    (tmp_path / "sc.json").write_text(json.dumps(sc))
     acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
-    (tmp_path / "acc.json").write_text(json.dumps(acc))
-    assert report.main(["--step-cost", str(tmp_path / "sc.json"), "--accept", str(tmp_path / "acc.json"),
-                        "--out", str(tmp_path / "r")]) == 0
-    rows = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    rows, md = _run(report, tmp_path, sc, acc)
     assert rows[("DDTREE-16", 1)]["vs"] == pytest.approx((2.0 / 25) / (1.5 / 20))
     assert rows[("DDTREE-16", 1)]["vs_ref"] == "DDTREE-chain" and "vs_dflash" not in rows[("DDTREE-16", 1)]
-    md = (tmp_path / "r.md").read_text()
     assert "conc 1 (vs DDTREE-chain)" in md and "| DDTREE-16 | 80.0 (1.07x) |" in md

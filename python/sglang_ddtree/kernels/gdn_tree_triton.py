@@ -197,6 +197,8 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
     for kc in tl.static_range(0, BK, BKC):
         o_kc = kc + tl.arange(0, BKC)
         m_kc = m_r[:, None] & (o_kc < K)[None, :]
+        # Both loads, then both norms, then the state slice: the order the register allocation
+        # of the timed kernels was measured with (AOT spills grow with other orders).
         if DO_K:
             kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
             krf = kr.to(tl.float32)
@@ -581,6 +583,7 @@ def _tree_twostage_apply_kernel(
         # one [BT, BV] accumulator in each product loop (two passes over the state slices)
         kS, _ = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, True, False)
+        # (the output start _chunk_rhs would form needs qS: formed below, after u)
         beta_i, rhs, _ = _chunk_rhs(kS, kS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
         u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tl.load(c0 + o_t)[:, None] * u_r[None, :]
         tl.store(u_buf + off, u, mask=m_o)
