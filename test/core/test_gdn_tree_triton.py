@@ -119,7 +119,7 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
-IMPLS = ["fused", "split", "twostage", "twostage+pairs+splitqk"]
+IMPLS = ["fused", "split", "twostage", "twostage+pairs", "twostage+pairs+splitqk"]
 
 
 def _impl(impl):
@@ -643,3 +643,21 @@ def test_auto_impl_follows_the_h200_timings(kern, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: blackwell)
     assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 64, 64)
     assert kern.pick_impl(16, 65, 48, 128, "cuda", raw16=False) == ("twostage", 64, 16)
+
+
+def test_prep_forms_pairs_past_33_nodes(kern, monkeypatch):
+    """The H200 timed the prep's own pair products faster than the pair kernel at 65 nodes and
+    slower at 17 and 33 (session 10); only "twostage" has a prep."""
+    assert kern.prep_forms_pairs("twostage", 65) and kern.prep_forms_pairs("twostage", 34)
+    assert not kern.prep_forms_pairs("twostage", 33) and not kern.prep_forms_pairs("twostage", 17)
+    assert not kern.prep_forms_pairs("fused", 65) and not kern.prep_forms_pairs("split", 129)
+    from sglang_ddtree.compat import gdn_wy
+
+    monkeypatch.delenv(gdn_wy.PAIRS_ENV, raising=False)
+    assert gdn_wy._env_flag(gdn_wy.PAIRS_ENV) is None          # unset: the kernel's rule
+    for val, want in (("1", True), ("0", False), ("", None)):
+        monkeypatch.setenv(gdn_wy.PAIRS_ENV, val)
+        assert gdn_wy._env_flag(gdn_wy.PAIRS_ENV) is want
+    monkeypatch.setenv(gdn_wy.PAIRS_ENV, "yes")
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_PAIRS_IN_PREP must be 0 or 1"):
+        gdn_wy._env_flag(gdn_wy.PAIRS_ENV)

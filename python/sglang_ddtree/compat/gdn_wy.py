@@ -52,12 +52,23 @@ COMMIT_ENV = "SGLANG_DDTREE_WY_COMMIT"
 # "auto" default, "fused", "split", "twostage"), to time them inside the engine.
 IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 
-# Developer knob: "1" forms the twostage verify's pair products inside its prep kernel
-# (``tree_gdn_verify(pairs_in_prep=True)``; not yet timed on a GPU, so off by default).
+# Developer knob: "1" / "0" forces the twostage verify to form its pair products inside its
+# prep kernel or not (``tree_gdn_verify(pairs_in_prep=...)``); unset: the kernel's rule
+# (``prep_forms_pairs``: trees past 33 nodes, where the H200 timed it faster).
 PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
 # Developer knob: "1" makes the twostage apply pass form its key products (and u) before its
-# query products (``tree_gdn_verify(split_qk=True)``; not yet timed on a GPU, off by default).
+# query products (``tree_gdn_verify(split_qk=True)``; off: it did not pay on the H200).
 SPLIT_QK_ENV = "SGLANG_DDTREE_WY_SPLIT_QK"
+
+
+def _env_flag(name: str) -> Optional[bool]:
+    """A developer knob that forces an option on ("1") or off ("0"); unset: the kernel decides."""
+    val = os.environ.get(name)
+    if val is None or val == "":
+        return None
+    if val not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1 (unset: automatic), got {val!r}")
+    return val == "1"
 
 
 def wy_check_enabled() -> bool:
@@ -143,7 +154,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=os.environ.get(PAIRS_ENV) == "1",
+                              pairs_in_prep=_env_flag(PAIRS_ENV),
                               split_qk=os.environ.get(SPLIT_QK_ENV) == "1")
     wy.saved[li] = (layer, cache, slots)
     return o

@@ -856,6 +856,15 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     return ("split" if programs < props.multi_processor_count else "fused"), 64, None
 
 
+def prep_forms_pairs(impl: str, n_nodes: int) -> bool:
+    """``pairs_in_prep`` for ``pairs_in_prep=None``: "twostage" trees past 33 nodes (64-node
+    chunks) form their pair products in the prep kernel. H200, Qwen3.6-27B shapes, 48 layers,
+    65 nodes (RESULTS.md session 10): bs 1 / 4 / 16: 1.63 / 2.98 / 9.89 ms vs 1.69 / 3.16 /
+    10.72 with the pair kernel; at 17 and 33 nodes the prep's own pair products cost more than
+    the kernel they replace (bs 16, 33 nodes: prep 2.90 vs 1.10 + 0.41 ms)."""
+    return impl == "twostage" and n_nodes > 33
+
+
 def _out_buffer(buf, shape, dev, name):
     if buf is None:
         return torch.empty(shape, dtype=torch.float32, device=dev)
@@ -880,7 +889,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep: bool = False, split_qk: bool = False):
+                    pairs_in_prep=None, split_qk: bool = False):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -910,10 +919,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     num_warps of the "twostage" prep kernel alone (default ``num_warps``). ``pairs_in_prep``
     ("twostage" only): the prep kernel forms the node-pair products itself instead of a
     separate pair-product kernel (one launch and the pair buffers less; each key head's
-    products formed once per value head). Not yet timed on a GPU, so off by default.
+    products formed once per value head); None (default): :func:`prep_forms_pairs`.
     ``split_qk`` ("twostage" only): the apply pass forms the key products, u and its output
     terms before the query products (one accumulator per product loop, two passes over the
-    state; fewer spills at 64-wide value tiles). Not yet timed on a GPU, so off by default.
+    state; fewer spills at 64-wide value tiles). Off by default: on the H200 it changed 65-node
+    trees by at most 1% and made 33-node trees slower (RESULTS.md session 10).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -943,6 +953,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     BV = min(max(16, triton.next_power_of_2(V)), block_v or 64)
     NT = triton.cdiv(N, block_t)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
+    if pairs_in_prep is None:
+        pairs_in_prep = prep_forms_pairs(impl, N)
     pairs_in_prep = bool(pairs_in_prep) and impl == "twostage"
     if pairs_in_prep:
         kk = qk = torch.empty(1, dtype=torch.float32, device=dev)  # (not read)
