@@ -170,6 +170,20 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     return rows
 
 
+def parse_caps(specs: list, configs: list) -> dict:
+    """``--max-concurrency CONFIG=N`` values as ``{config: N}``; a config not in the sweep or a
+    cap that is not a positive integer is an error (a typo would otherwise cap nothing)."""
+    caps = {}
+    for spec in specs:
+        cfg, sep, val = spec.partition("=")
+        if not sep or not val.strip().isdigit() or int(val) < 1:
+            raise SystemExit(f"step_cost.py: --max-concurrency takes CONFIG=N with N a positive integer, got {spec!r}")
+        if cfg not in configs:
+            raise SystemExit(f"step_cost.py: --max-concurrency names {cfg!r}, which is not in --configs {configs}")
+        caps[cfg] = int(val)
+    return caps
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, help="a qwen36_shapes.py output folder (target/, drafter/, shapes.json)")
@@ -189,10 +203,16 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
+    ap.add_argument("--max-concurrency", action="append", default=[], metavar="CONFIG=N",
+                    help="size CONFIG's engine for and measure it at concurrencies up to N only (the others are "
+                         "recorded as over its cap); e.g. DFLASH=16: sglang's DFLASH cannot allocate its "
+                         "per-token GDN scratch for 64 requests of the 27B on one H200")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--auto-table", help=argparse.SUPPRESS)  # the parent's --out, for DDTREE-auto
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
+    # (A child measures one configuration at the concurrencies its parent chose.)
+    caps = {} if a.child else parse_caps(a.max_concurrency, a.configs)
     import torch
 
     if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
@@ -224,12 +244,18 @@ def main() -> int:
         if time.time() - t0 > a.deadline_s:
             meta.setdefault("not_run_deadline", []).append(cfg)
             continue
+        conc = [c for c in a.concurrency if c <= caps.get(cfg, c)]
+        if len(conc) < len(a.concurrency):
+            meta.setdefault("over_cap", {})[cfg] = [c for c in a.concurrency if c not in conc]
+        if not conc:
+            print(f"[step_cost] {cfg}: every concurrency is over its cap {caps[cfg]}", flush=True)
+            continue
         # Each configuration in its own process: a scheduler that dies (e.g. out of memory at a
         # size that does not fit) signals its parent, which must not take the sweep down.
         one = a.out.with_name(f"{a.out.stem}.{cfg}.json")
         # The sweep's own arguments, then this configuration's: argparse keeps the last value.
         cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--configs", cfg, "--out", str(one),
-               "--child", "--auto-table", str(a.out.resolve())]
+               "--concurrency", *map(str, conc), "--child", "--auto-table", str(a.out.resolve())]
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
         except subprocess.TimeoutExpired:

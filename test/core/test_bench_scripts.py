@@ -43,14 +43,20 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
                         "--target-path", str(tiny_models.model_path("llama")),
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
-                        "--configs", "no-spec", "DDTREE-8", "DDTREE-auto", "--concurrency", "1", "--decode-tokens", "4",
+                        "--configs", "no-spec", "DDTREE-8", "DDTREE-auto", "--concurrency", "1", "2",
+                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "4",
                         "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     d = json.loads(out.read_text())
     assert "failed" not in d["meta"], d["meta"]
     # DDTREE-auto runs the budget policy over the rows measured before it (its table is this sweep's).
-    assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [("no-spec", 1), ("DDTREE-8", 1), ("DDTREE-auto", 1)]
+    # --max-concurrency: the capped configurations run (and size their engines) at 1 only.
+    assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [
+        ("no-spec", 1), ("no-spec", 2), ("DDTREE-8", 1), ("DDTREE-auto", 1)]
+    assert d["meta"]["over_cap"] == {"DDTREE-8": [2], "DDTREE-auto": [2]}
+    assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {"no-spec": 2, "DDTREE-8": 1,
+                                                                           "DDTREE-auto": 1}
     assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
     # What the timed DDTREE steps did (auto: the choice of each, DDTREE-8: its steps; none for no-spec).
@@ -59,3 +65,15 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     assert rows["DDTREE-8"]["timed"]["steps"] >= 1
     auto = rows["DDTREE-auto"]["timed"]
     assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
+
+
+@pytest.mark.parametrize("spec,msg", [("DFLASH", "CONFIG=N"), ("DFLASH=0", "CONFIG=N"), ("DFLASH=x", "CONFIG=N"),
+                                      ("DDTREE-16=4", "not in --configs")])
+def test_step_cost_rejects_bad_caps(tmp_path, spec, msg):
+    """A malformed --max-concurrency, or one naming a configuration outside the sweep (a typo that
+    would cap nothing), stops the sweep before any engine starts."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"), "--target-path",
+                        str(tmp_path), "--configs", "no-spec", "DFLASH", "--max-concurrency", spec,
+                        "--out", str(tmp_path / "sc.json")], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "sc.json").exists()
