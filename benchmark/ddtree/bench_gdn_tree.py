@@ -144,8 +144,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
              qk_block=None, prep_warps=None, flags=()):  # the engine's: auto, depth bound 15
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
-                                         qk_block=qk_block, prep_warps=prep_warps, pairs_in_prep="pairs" in flags,
-                                         split_qk="splitqk" in flags)
+                                         qk_block=qk_block, prep_warps=prep_warps,
+                                         pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -174,7 +174,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                 lambda: ours(prec, impl, int(bt), int(bv), conv=False, num_warps=nw, max_depth=depth,
                              qk_block=qkb, prep_warps=pw, flags=flags), iters) * LAYERS
         for impl in profile_impls:  # where one layer's time goes, per kernel, scaled to 48 layers
-            name_, *flags = impl.split("+")  # e.g. "twostage+pairs+splitqk" (flags as in --variants)
+            name_, *flags = impl.split("+")  # e.g. "twostage+nopairs" (flags as in --variants)
             out[f"profile_{impl}_ms_48"] = {
                 name: round(ms * LAYERS, 4)
                 for name, ms in _profile(lambda: ours(precision, name_, conv=False, flags=tuple(flags))).items()}
@@ -259,8 +259,8 @@ def main():
                     help="also time the GDN verify alone as "
                          "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision[:flags]]]]]] "
                          "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3, "
-                         "twostage:64:32:4:15::::pairs+splitqk; flags: pairs = pair products inside the twostage "
-                         "prep, splitqk = its apply pass's key products first; empty = the kernel's default)")
+                         "twostage:64:32:4:15::::pairs; flags: pairs / nopairs = pair products inside the twostage "
+                         "prep / in a kernel of their own; neither = the kernel's default, prep_forms_pairs)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

@@ -56,9 +56,6 @@ IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 # prep kernel or not (``tree_gdn_verify(pairs_in_prep=...)``); unset: the kernel's rule
 # (``prep_forms_pairs``: trees past 33 nodes, where the H200 timed it faster).
 PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
-# Developer knob: "1" makes the twostage apply pass form its key products (and u) before its
-# query products (``tree_gdn_verify(split_qk=True)``; off: it did not pay on the H200).
-SPLIT_QK_ENV = "SGLANG_DDTREE_WY_SPLIT_QK"
 
 
 def _env_flag(name: str) -> Optional[bool]:
@@ -154,8 +151,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=_env_flag(PAIRS_ENV),
-                              split_qk=os.environ.get(SPLIT_QK_ENV) == "1")
+                              pairs_in_prep=_env_flag(PAIRS_ENV))
     wy.saved[li] = (layer, cache, slots)
     return o
 

@@ -182,11 +182,9 @@ def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, 
 def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr,
-                          PREC: tl.constexpr, RAW16: tl.constexpr, DO_K: tl.constexpr = True,
-                          DO_Q: tl.constexpr = True):
+                          PREC: tl.constexpr, RAW16: tl.constexpr):
     """``kn S0`` and ``scale * qn S0`` for the chunk's rows ([BT, BV] each, normalised keys and
-    queries; DO_K / DO_Q false: that one is returned as zeros, not formed), over K in slices of
-    BKC so only [BT, BKC] tiles are live. The raw rows go into the products and the norms scale
+    queries), over K in slices of BKC so only [BT, BKC] tiles are live. The raw rows go into the products and the norms scale
     the results. RAW16 (bf16 q/k, exact bf16 operands): each state slice split in three bf16
     parts, three bf16 tensor-core products (fp32-accurate, half the tensor-core time of
     tf32x3's three tf32 passes); else PREC on fp32 operands."""
@@ -199,29 +197,21 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
         m_kc = m_r[:, None] & (o_kc < K)[None, :]
         # Both loads, then both norms, then the state slice: the order the register allocation
         # of the timed kernels was measured with (AOT spills grow with other orders).
-        if DO_K:
-            kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
-            krf = kr.to(tl.float32)
-        if DO_Q:
-            qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
-            qrf = qr.to(tl.float32)
-        if DO_K:
-            kss += tl.sum(krf * krf, 1)
-        if DO_Q:
-            qss += tl.sum(qrf * qrf, 1)
+        kr = tl.load(p_k + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
+        krf = kr.to(tl.float32)
+        qr = tl.load(p_q + rows[:, None] * (H * K) + o_kc[None, :], mask=m_kc, other=0.0)
+        qrf = qr.to(tl.float32)
+        kss += tl.sum(krf * krf, 1)
+        qss += tl.sum(qrf * qrf, 1)
         S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
                       mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
         if RAW16:
             s1, s2, s3 = _split3(S0c)
-            if DO_K:
-                kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
-            if DO_Q:
-                qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
+            kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
+            qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
         else:
-            if DO_K:
-                kS += tl.dot(krf, S0c, input_precision=PREC)
-            if DO_Q:
-                qS += tl.dot(qrf, S0c, input_precision=PREC)
+            kS += tl.dot(krf, S0c, input_precision=PREC)
+            qS += tl.dot(qrf, S0c, input_precision=PREC)
     return kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None], qS * (scale / tl.sqrt(qss + 1e-6))[:, None]
 
 
@@ -552,7 +542,7 @@ def _tree_twostage_apply_kernel(
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
-    RAW16: tl.constexpr, SPLITQK: tl.constexpr,
+    RAW16: tl.constexpr,
 ):
     """impl "twostage", second pass, grid (V tiles, bs * HV): the root from S0 alone, then all
     other nodes at once: ``u = T rhs - (T c) u_root`` and
@@ -579,29 +569,15 @@ def _tree_twostage_apply_kernel(
     mat = i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :]
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
     m_o = m_r[:, None] & m_v[None, :]
-    if SPLITQK:  # the key products, u and its output terms first, then the query products:
-        # one [BT, BV] accumulator in each product loop (two passes over the state slices)
-        kS, _ = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                      H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, True, False)
-        # (the output start _chunk_rhs would form needs qS: formed below, after u)
-        beta_i, rhs, _ = _chunk_rhs(kS, kS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-        u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tl.load(c0 + o_t)[:, None] * u_r[None, :]
-        tl.store(u_buf + off, u, mask=m_o)
-        acc = tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + tl.load(c0 + BT + o_t)[:, None] * u_r[None, :]
-        _, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                      H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, False, True)
-        acc += tl.exp(G_i)[:, None] * qS
-        tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
-    else:
-        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
-        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
-        tc = tl.load(c0 + o_t)
-        pc = tl.load(c0 + BT + o_t)
-        u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
-        acc += tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + pc[:, None] * u_r[None, :]
-        tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
-        tl.store(u_buf + off, u, mask=m_o)
+    kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                   H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+    beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+    tc = tl.load(c0 + o_t)
+    pc = tl.load(c0 + BT + o_t)
+    u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
+    acc += tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + pc[:, None] * u_r[None, :]
+    tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
+    tl.store(u_buf + off, u, mask=m_o)
 
 
 @triton.jit
@@ -889,7 +865,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None, split_qk: bool = False):
+                    pairs_in_prep=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -920,10 +896,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ("twostage" only): the prep kernel forms the node-pair products itself instead of a
     separate pair-product kernel (one launch and the pair buffers less; each key head's
     products formed once per value head); None (default): :func:`prep_forms_pairs`.
-    ``split_qk`` ("twostage" only): the apply pass forms the key products, u and its output
-    terms before the query products (one accumulator per product loop, two passes over the
-    state; fewer spills at 64-wide value tiles). Off by default: on the H200 it changed 65-node
-    trees by at most 1% and made 33-node trees slower (RESULTS.md session 10).
+    (An option that made the apply pass form the key products before the query products,
+    ``split_qk``, was timed in session 10 — at most 1% at 65 nodes, slower at 33 — and removed.)
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -984,7 +958,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
             c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
-            PREC=precision, RAW16=raw16, SPLITQK=bool(split_qk), num_warps=num_warps or 4,
+            PREC=precision, RAW16=raw16, num_warps=num_warps or 4,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
