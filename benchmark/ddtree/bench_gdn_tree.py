@@ -145,7 +145,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
                                          qk_block=qk_block, prep_warps=prep_warps,
-                                         pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None)
+                                         pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
+                                         pdl="pdl" in flags)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -259,8 +260,9 @@ def main():
                     help="also time the GDN verify alone as "
                          "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision[:flags]]]]]] "
                          "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3, "
-                         "twostage:64:32:4:15::::pairs; flags: pairs / nopairs = pair products inside the twostage "
-                         "prep / in a kernel of their own; neither = the kernel's default, prep_forms_pairs)")
+                         "twostage:64:32:4:15::::pairs+pdl; flags: pairs / nopairs = pair products inside the "
+                         "twostage prep / in a kernel of their own, neither = the kernel's default; pdl = the apply "
+                         "pass launched as a programmatic dependent of the prep)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

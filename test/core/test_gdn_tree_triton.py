@@ -119,15 +119,16 @@ def _rel(x, ref):
 # accuracy, faster on Hopper). The interpreter computes in numpy either way, so the second is
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
-IMPLS = ["fused", "split", "twostage", "twostage+pairs"]
+# "+pdl": the apply pass launched as a programmatic dependent of the prep (a GPU launch mode).
+IMPLS = ["fused", "split", "twostage", "twostage+pairs"] + (["twostage+pdl", "twostage+pairs+pdl"] if HAS_CUDA else [])
 
 
 def _impl(impl):
     """``tree_gdn_verify`` keywords of a test impl name: "twostage+pairs" forms the pair
     products inside the twostage prep kernel, plain "twostage" in the pair kernel (both forced:
-    the default picks by tree size)."""
+    the default picks by tree size); "+pdl" launches the apply pass as a programmatic dependent."""
     name, *flags = impl.split("+")
-    return dict(impl=name, pairs_in_prep="pairs" in flags)
+    return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags)
 
 
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
@@ -230,6 +231,52 @@ def test_depth_bound_cuts_squarings_and_is_used(kern, impl):
         o, *_ = kern.tree_gdn_verify(*[x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)], state.to(DEV),
                                      slots.to(DEV), precision="ieee", impl=impl, max_depth=bound)
         assert (_rel(o, ref_o) < 1e-3) == ok, (bound, _rel(o, ref_o))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="programmatic dependent launch is a GPU launch mode")
+@pytest.mark.parametrize("n,pairs", [(17, False), (33, True), (65, True), (65, False)])
+def test_pdl_apply_equals_the_plain_launch_under_graph_replay(kern, n, pairs):
+    """``pdl=True`` only moves the apply pass's state products before its wait for the prep: the
+    same arithmetic, so the outputs, u and G equal the plain launch's bit for bit — replayed from
+    a CUDA graph, as the engine runs the verify, with fresh inputs copied in before the replay."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs compute capability 9.0+")
+    H, HV, K, V = 2, 6, 128, 128
+    trees = [_from_builder(n - 1, n, 4, seed=int(torch.randint(0, 10**6, ()))) for _ in range(3)]
+    anc = torch.stack([t[1] for t in trees]).cuda()
+    args = [x.cuda() for x in _gdn_inputs(len(trees), n, H, HV, K, V, torch.bfloat16)]
+    slots = torch.tensor([2, 0, 1], device="cuda")
+    want = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15)
+    fresh = [x.clone().uniform_(-1, 1) if x.dtype == torch.bfloat16 else x.clone() for x in args[:7]]
+    static = [x.clone() for x in args[:7]]
+    u_out, G_out = torch.empty_like(want[1]), torch.empty_like(want[2])
+    run = lambda: kern.tree_gdn_verify(*static, anc, args[7], slots, impl="twostage", pairs_in_prep=pairs,
+                                       max_depth=15, pdl=True, u_out=u_out, G_out=G_out)
+    got = run()  # compiles outside the capture
+    assert all(torch.equal(x, y) for x, y in zip(got, want))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        o_graph, *_ = run()
+    for dst, src in zip(static, fresh):
+        dst.copy_(src)
+    o_graph.fill_(float("nan"))
+    u_out.fill_(float("nan"))
+    g.replay()
+    ref = kern.tree_gdn_verify(*fresh, anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15)
+    assert torch.equal(o_graph, ref[0]) and torch.equal(u_out, ref[1]) and torch.equal(G_out, ref[2])
+
+
+@kernels_here
+def test_pdl_needs_a_gpu_that_has_it(kern, monkeypatch):
+    """pdl=True where programmatic dependent launch cannot run is an error naming the switch, not
+    a quiet plain launch."""
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, 17, 1, 2, 16, 16, torch.float32, slots=1)
+    anc = _explicit(list(range(-1, 16)), 17)[1][None]
+    args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)] + [state.to(DEV), torch.zeros(1, dtype=torch.int64, device=DEV)]
+    if HAS_CUDA:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *d: (8, 0))
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_PDL"):
+        kern.tree_gdn_verify(*args, impl="twostage", pdl=True)
 
 
 @kernels_here

@@ -56,6 +56,9 @@ IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 # prep kernel or not (``tree_gdn_verify(pairs_in_prep=...)``); unset: the kernel's rule
 # (``prep_forms_pairs``: trees past 33 nodes, where the H200 timed it faster).
 PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
+# Developer knob: "1" launches the twostage apply pass as a programmatic dependent of its prep
+# (``tree_gdn_verify(pdl=True)``: its state products overlap the prep; not yet timed, off).
+PDL_ENV = "SGLANG_DDTREE_WY_PDL"
 
 
 def _env_flag(name: str) -> Optional[bool]:
@@ -151,7 +154,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=_env_flag(PAIRS_ENV))
+                              pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)))
     wy.saved[li] = (layer, cache, slots)
     return o
 

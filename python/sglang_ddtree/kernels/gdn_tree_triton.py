@@ -477,7 +477,7 @@ def _tree_twostage_prep_kernel(
     q, k, a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NSQ: tl.constexpr,
-    PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr,
+    PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr, PDL: tl.constexpr,
 ):
     """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
     on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
@@ -490,7 +490,9 @@ def _tree_twostage_prep_kernel(
     too, and the root's own ``qn_root.kn_root`` (``c_buf [bs * HV, 3, BT]``: rows 0 and 1, and
     row 2 element 0). Writes G (every node, for the commit as well). PAIRS: the pair products
     are formed here from q and k (no pair kernel; each key head's are formed once per value
-    head), else read from ``kk_buf``/``qk_buf``."""
+    head), else read from ``kk_buf``/``qk_buf``. PDL: lets the apply pass launch at once."""
+    if PDL:  # the apply pass may start its state products now (it waits for this grid's writes)
+        tl.extra.cuda.gdc_launch_dependents()
     i_bh = tl.program_id(0)
     i_b = i_bh // HV
     i_hv = i_bh % HV
@@ -542,12 +544,15 @@ def _tree_twostage_apply_kernel(
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
-    RAW16: tl.constexpr,
+    RAW16: tl.constexpr, PDL: tl.constexpr,
 ):
     """impl "twostage", second pass, grid (V tiles, bs * HV): the root from S0 alone, then all
     other nodes at once: ``u = T rhs - (T c) u_root`` and
     ``o = exp(G) qS + Qc u + exp(G - G_root) qk_root u_root`` with
-    ``rhs = beta (v - exp(G) kS)`` — state products and two block products."""
+    ``rhs = beta (v - exp(G) kS)`` — state products and two block products. PDL (launched as a
+    programmatic dependent of the prep): the non-root nodes' state products first — they need
+    nothing the prep writes, so they run while the prep's squaring chain does — then wait for the
+    prep's G, T, Qc and c (this order spills least: AOT, RESULTS.md session 10)."""
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
     rows = 1 + o_t
@@ -557,6 +562,10 @@ def _tree_twostage_apply_kernel(
     c0 = c_buf + i_bh * 3 * BT
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
+    if PDL:
+        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+        tl.extra.cuda.gdc_wait()  # the prep's outputs are read from here on
     kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
     G_r = tl.load(g_buf + tok0 * HV + i_hv)
     beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
@@ -569,8 +578,9 @@ def _tree_twostage_apply_kernel(
     mat = i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :]
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
     m_o = m_r[:, None] & m_v[None, :]
-    kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                   H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+    if not PDL:  # (the order the default was timed with)
+        kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
     beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
     tc = tl.load(c0 + o_t)
     pc = tl.load(c0 + BT + o_t)
@@ -841,6 +851,17 @@ def prep_forms_pairs(impl: str, n_nodes: int) -> bool:
     return impl == "twostage" and n_nodes > 33
 
 
+def _check_pdl(dev) -> None:
+    """``pdl=True`` needs programmatic dependent launch: a CUDA device of compute capability 9.0+
+    (the H200's sm_90, the RTX PRO 6000's sm_120), not the CPU interpreter."""
+    if os.environ.get("TRITON_INTERPRET") == "1" or dev.type != "cuda":
+        raise ValueError("tree_gdn_verify: pdl=True (SGLANG_DDTREE_WY_PDL=1) needs a CUDA GPU, not the interpreter")
+    major, minor = torch.cuda.get_device_capability(dev)
+    if major < 9:
+        raise ValueError(f"tree_gdn_verify: pdl=True (SGLANG_DDTREE_WY_PDL=1) needs compute capability 9.0+, "
+                         f"this GPU is {major}.{minor}")
+
+
 def _out_buffer(buf, shape, dev, name):
     if buf is None:
         return torch.empty(shape, dtype=torch.float32, device=dev)
@@ -865,7 +886,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None):
+                    pairs_in_prep=None, pdl: bool = False):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -896,6 +917,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ("twostage" only): the prep kernel forms the node-pair products itself instead of a
     separate pair-product kernel (one launch and the pair buffers less; each key head's
     products formed once per value head); None (default): :func:`prep_forms_pairs`.
+    ``pdl`` ("twostage" only, compute capability 9.0+): the apply pass is launched as a
+    programmatic dependent of the prep (CUDA PDL) and forms its state products while the prep
+    runs, waiting only for what the prep writes. Not yet timed on a GPU, so off by default.
     (An option that made the apply pass form the key products before the query products,
     ``split_qk``, was timed in session 10 — at most 1% at 65 nodes, slower at 33 — and removed.)
     """
@@ -930,6 +954,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if pairs_in_prep is None:
         pairs_in_prep = prep_forms_pairs(impl, N)
     pairs_in_prep = bool(pairs_in_prep) and impl == "twostage"
+    pdl = bool(pdl) and impl == "twostage"
+    if pdl:
+        _check_pdl(dev)
     if pairs_in_prep:
         kk = qk = torch.empty(1, dtype=torch.float32, device=dev)  # (not read)
     else:
@@ -953,12 +980,12 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         _tree_twostage_prep_kernel[(bs * HV,)](
             q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
             qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
-            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, num_warps=prep_warps or num_warps or 4,
+            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, num_warps=prep_warps or num_warps or 4,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
             c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
-            PREC=precision, RAW16=raw16, num_warps=num_warps or 4,
+            PREC=precision, RAW16=raw16, PDL=pdl, num_warps=num_warps or 4, launch_pdl=pdl,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
