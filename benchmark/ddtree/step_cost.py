@@ -91,11 +91,45 @@ def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dic
     raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-chain, DDTREE-<budget>, DDTREE-auto)")
 
 
+def _decode_steps(outs) -> int:
+    """Decode steps of one generation: verify steps (speculative) or tokens after the first."""
+    return max(o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1) for o in outs)
+
+
+def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
+    """Device time per decode step by kernel: two traced generations of the same prompts (a
+    quarter of ``decode_tokens`` and all of them), each traced from its prefill to its end with
+    sglang's profiler, differenced per kernel name (``trace_summary.py``; CPU: "cpu_op" events).
+    The traces are summarised and deleted (tens of MB at 27B size)."""
+    import shutil
+    import tempfile
+
+    from trace_summary import find_trace, summarize
+
+    root = Path(tempfile.mkdtemp(prefix="step_cost_profile_"))
+    try:
+        steps, paths = [], []
+        for i, n in enumerate((max(2, decode_tokens // 4), decode_tokens)):
+            engine.start_profile(output_dir=str(root / str(i)), activities=["GPU"] if cuda else ["CPU"])
+            outs = engine.generate(input_ids=prompts, sampling_params=dict(temperature=0.0, max_new_tokens=n,
+                                                                           ignore_eos=True))
+            engine.stop_profile()
+            steps.append(_decode_steps(outs))
+            paths.append(find_trace(root / str(i)))
+        if None in paths:
+            return {"error": f"sglang's profiler wrote no trace under {root}"}
+        return summarize(paths[0], paths[1], steps[0], steps[1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
-            vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1) -> list:
+            vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1,
+            profile: bool = False) -> list:
     """One engine for ``cfg``; per concurrency a warm-up pass, then ``rounds`` timed passes (a
     one-token prefill pass and a full pass each; ms per decode step from their difference): the
-    row carries the median round and, with ``rounds > 1``, every round's ms per step."""
+    row carries the median round and, with ``rounds > 1``, every round's ms per step. ``profile``:
+    then two traced passes, the row's ``profile`` (:func:`_profile_pass`; never timed)."""
     import random
 
     import sglang as sgl
@@ -140,20 +174,20 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
                 t = time.perf_counter()
                 outs = engine.generate(input_ids=prompts, sampling_params=spn)
                 t_all = time.perf_counter() - t
-                steps = [o["meta_info"].get("spec_verify_ct") or (o["meta_info"]["completion_tokens"] - 1)
-                         for o in outs]
-                n_steps = max(1, max(steps))  # decode steps after the prefill's token
+                n_steps = max(1, _decode_steps(outs))  # decode steps after the prefill's token
                 per_round.append((t_prefill, t_all, (t_all - t_prefill) * 1e3 / n_steps))
             after = _ddtree_counts(engine)
             toks = [o["meta_info"]["completion_tokens"] for o in outs]
             t_prefill, t_all, ms = sorted(per_round, key=lambda x: x[2])[(rounds - 1) // 2]  # the median round
             rows.append(dict(config=cfg, concurrency=c, startup_s=round(startup, 1), prefill_s=round(t_prefill, 4),
-                             total_s=round(t_all, 4), steps=max(steps), tokens_per_request=statistics.mean(toks),
-                             ms_per_step=round(ms, 3), tokens_per_step=statistics.mean(toks) / max(1, max(steps))))
+                             total_s=round(t_all, 4), steps=n_steps, tokens_per_request=statistics.mean(toks),
+                             ms_per_step=round(ms, 3), tokens_per_step=statistics.mean(toks) / n_steps))
             if rounds > 1:
                 rows[-1]["ms_per_step_rounds"] = [round(x[2], 3) for x in per_round]
             if before is not None and after is not None:  # DDTREE: what the timed steps did
                 rows[-1]["timed"] = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+            if profile:
+                rows[-1]["profile"] = _profile_pass(engine, prompts, decode_tokens, dev == "cuda")
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
         try:  # what the engine sized (the hybrid pool decides the concurrency that fits)
             st = (engine.get_server_info().get("internal_states") or [{}])[0]
@@ -197,6 +231,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="timed passes per concurrency in each engine (the row reports the median; with more "
                          "than one, every round's ms per step too: the spread inside one engine)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed passes, per concurrency: device time per decode step by kernel, from "
+                         "two traced passes of sglang's profiler (the row's 'profile'; not part of the timing)")
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
@@ -235,7 +272,7 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds))
+                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds), profile=a.profile)
         a.out.write_text(json.dumps(rows))
         return 0
     rows = []

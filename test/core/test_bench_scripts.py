@@ -44,7 +44,8 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
                         "--target-path", str(tiny_models.model_path("llama")),
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
                         "--configs", "no-spec", "DDTREE-8", "DDTREE-auto", "--concurrency", "1", "2",
-                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "4",
+                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "8",
+                        "--profile",
                         "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -63,6 +64,11 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     rows = {x["config"]: x for x in d["rows"]}
     assert "timed" not in rows["no-spec"]
     assert rows["DDTREE-8"]["timed"]["steps"] >= 1
+    # --profile: per decode step by op from two traced passes (CPU: "cpu_op" events), untimed.
+    for x in d["rows"]:
+        prof = x["profile"]
+        assert prof["kind"] == "cpu_op" and prof["ms_per_step"] > 0 and prof["top"], prof
+        assert prof["decode_steps"][0] < prof["decode_steps"][1] <= 7, prof
     auto = rows["DDTREE-auto"]["timed"]
     assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
 

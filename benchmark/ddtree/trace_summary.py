@@ -1,0 +1,83 @@
+"""Where a decode step's device time goes, from two torch-profiler traces of the same engine
+(``step_cost.py --profile``): one generation with few decode steps and one with more, each
+traced from its prefill to its end. Summed per kernel name, their difference divided by the
+difference in decode steps is the kernel's time per decode step: the prefill, and anything else
+both traces share once, cancels.
+
+Pure functions over Chrome-trace JSON (``torch.profiler`` ``export_chrome_trace``, plain or
+gzipped); no GPU needed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Dict, List, Optional
+
+# Trace event categories that are device work (kernels, copies, memsets). CPU-only traces (the
+# CPU smoke runs) have none of these: their "cpu_op" events stand in, labelled as such.
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def load_events(path) -> List[dict]:
+    """The ``traceEvents`` of a Chrome trace file (``.json`` or ``.json.gz``)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def totals(events: List[dict], cats=DEVICE_CATS) -> Dict[str, float]:
+    """Summed duration (us) per event name over complete events (``ph == "X"``) of ``cats``."""
+    out: Dict[str, float] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in cats:
+            out[e["name"]] = out.get(e["name"], 0.0) + float(e.get("dur", 0.0))
+    return out
+
+
+def trace_kind(events: List[dict]) -> str:
+    """"device" when the trace holds device work, else "cpu_op" (a CPU-only trace)."""
+    return "device" if any(e.get("cat") in DEVICE_CATS for e in events) else "cpu_op"
+
+
+def per_step(short: Dict[str, float], long: Dict[str, float], steps_short: int, steps_long: int,
+             top: int = 25) -> dict:
+    """Per-decode-step time (ms) per name from the two traces' totals (us).
+
+    Returns ``{"ms_per_step": total, "top": [[name, ms], ...]}`` with the ``top`` names by time
+    (negative differences, noise on names that barely differ, are kept in the total and left out
+    of the list)."""
+    if steps_long <= steps_short:
+        raise ValueError(f"per_step: the long trace needs more decode steps ({steps_long} <= {steps_short})")
+    span = steps_long - steps_short
+    diff = {n: (long.get(n, 0.0) - short.get(n, 0.0)) / span / 1e3 for n in set(short) | set(long)}
+    ranked = sorted(((n, ms) for n, ms in diff.items() if ms > 0), key=lambda x: -x[1])
+    return {"ms_per_step": round(sum(diff.values()), 4),
+            "top": [[_short_name(n), round(ms, 4)] for n, ms in ranked[:top]]}
+
+
+def _short_name(name: str, limit: int = 120) -> str:
+    """Kernel names of templated CUDA code run to kilobytes; the table needs their start."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
+def summarize(short_path, long_path, steps_short: int, steps_long: int, top: int = 25) -> dict:
+    """:func:`per_step` of two trace files, with the kind of events it summed."""
+    ev_s, ev_l = load_events(short_path), load_events(long_path)
+    kind = trace_kind(ev_l)
+    cats = DEVICE_CATS if kind == "device" else ("cpu_op",)
+    out = per_step(totals(ev_s, cats), totals(ev_l, cats), steps_short, steps_long, top)
+    out.update(kind=kind, decode_steps=[steps_short, steps_long])
+    return out
+
+
+def find_trace(folder) -> Optional[Path]:
+    """The one trace sglang's profiler wrote into ``folder`` (``*.trace.json.gz``; a folder per
+    traced pass), or None; more than one is an error (which would be the pass's?)."""
+    hits = sorted(Path(folder).glob("*.trace.json*"))
+    if len(hits) > 1:
+        raise ValueError(f"find_trace: {len(hits)} traces in {folder}, expected one")
+    return hits[0] if hits else None

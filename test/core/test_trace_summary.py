@@ -1,0 +1,71 @@
+"""benchmark/ddtree/trace_summary.py: per-decode-step device time by kernel from two profiler
+traces (few / more decode steps) of one engine — on synthetic traces with known answers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark" / "ddtree"))
+import trace_summary as ts  # noqa: E402
+
+
+def _trace(steps: int, prefill_us: float = 5000.0) -> list:
+    """A prefill (one GEMM and one attention kernel), then ``steps`` decode steps of three
+    kernels and a copy, plus CPU events that must not count as device time."""
+    ev = [{"ph": "X", "cat": "kernel", "name": "gemm", "dur": prefill_us},
+          {"ph": "X", "cat": "kernel", "name": "extend_attn", "dur": 800.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 9e6}]
+    for _ in range(steps):
+        ev += [{"ph": "X", "cat": "kernel", "name": "gemm", "dur": 1000.0},
+               {"ph": "X", "cat": "kernel", "name": "tree_gdn_verify", "dur": 250.0},
+               {"ph": "X", "cat": "kernel", "name": "x" * 300, "dur": 10.0},
+               {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "dur": 40.0},
+               {"ph": "i", "cat": "kernel", "name": "marker"}]  # not a complete event
+    return ev
+
+
+def _write(path: Path, events: list, gz: bool) -> Path:
+    data = json.dumps({"traceEvents": events})
+    if gz:
+        with gzip.open(path, "wt") as f:
+            f.write(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_prefill_cancels_and_each_kernel_gets_its_step_time(tmp_path, gz):
+    short = _write(tmp_path / ("s.trace.json" + (".gz" if gz else "")), _trace(3), gz)
+    long = _write(tmp_path / ("l.trace.json" + (".gz" if gz else "")), _trace(11, prefill_us=5100.0), gz)
+    out = ts.summarize(short, long, 3, 11, top=3)
+    assert out["kind"] == "device" and out["decode_steps"] == [3, 11]
+    top = dict(out["top"])
+    assert len(out["top"]) == 3 and list(top)[:2] == ["gemm", "tree_gdn_verify"]
+    # gemm: 1.0 ms a step, plus the two prefills' 0.1 ms difference spread over 8 steps
+    assert top["gemm"] == pytest.approx(1.0 + 0.1 / 8, abs=1e-4)
+    assert top["tree_gdn_verify"] == pytest.approx(0.25) and top["Memcpy HtoD"] == pytest.approx(0.04)
+    assert out["ms_per_step"] == pytest.approx(1.0 + 0.1 / 8 + 0.25 + 0.04 + 0.01, abs=1e-4)  # no cpu_op
+
+
+def test_long_names_are_cut_and_cpu_only_traces_are_labelled(tmp_path):
+    out = ts.per_step({"x" * 300: 10.0}, {"x" * 300: 90.0}, 1, 9)
+    assert out["top"][0][0].endswith("...") and len(out["top"][0][0]) == 120
+    cpu = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 100.0 * k} for k in (1, 1)]
+    assert ts.trace_kind(cpu) == "cpu_op" and ts.totals(cpu) == {}
+    assert ts.totals(cpu, ("cpu_op",)) == {"aten::mm": 200.0}
+
+
+def test_bad_inputs_fail_clearly(tmp_path):
+    with pytest.raises(ValueError, match="needs more decode steps"):
+        ts.per_step({}, {}, 4, 4)
+    assert ts.find_trace(tmp_path) is None
+    for name in ("a.trace.json.gz", "b.trace.json.gz"):
+        (tmp_path / name).write_text("{}")
+    with pytest.raises(ValueError, match="2 traces"):
+        ts.find_trace(tmp_path)
