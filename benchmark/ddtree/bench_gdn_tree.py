@@ -207,6 +207,20 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             # The same work as per-layer launch pairs (SGLANG_DDTREE_WY_COMMIT=per-layer), eager.
             out["ours_commit_per_layer_eager_ms_48"] = _time(
                 lambda: [commit(i, i + 1) for i in range(nl)], iters, graph=False) * scale
+            # The state commit alone with the keys given (kept per layer instead of recomputed from
+            # x: not what the engine stores), Triton in one launch and sgl-kernel's CUDA kernel per
+            # layer: whether a CUDA port of the engine's from-x commit could pay.
+            k48 = k.unsqueeze(0).expand(nl, *k.shape).contiguous()
+            out["ours_commit_keys_triton_ms_48"] = _time(
+                lambda: kern.tree_gdn_commit_layers(st48, sidx, u48, G48, k48, accepted, accept_len), iters) * scale
+            from sglang_ddtree.kernels import tree_cuda
+
+            why = tree_cuda.available()
+            if why is None:
+                out["ours_commit_keys_cuda_ms_48"] = _time(lambda: [tree_cuda.gdn_tree_commit(
+                    st48[i], sidx, u48[i], G48[i], k, accepted, accept_len) for i in range(nl)], iters) * scale
+            else:
+                out["ours_commit_keys_cuda_skipped"] = why
     # Kept per request per step (48 layers): u (fp32), G (fp32) and the conv inputs x (bf16).
     out["ours_extra_mib_per_req"] = LAYERS * N * (HV * V * 4 + HV * 4 + C * 2) / 2**20
     # Upstream keeps one fp32 state and one conv window per node, per layer call.
