@@ -146,7 +146,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
                                          qk_block=qk_block, prep_warps=prep_warps,
                                          pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
-                                         pdl="pdl" in flags)
+                                         pdl="pdl" in flags, prep_halves="halves" in flags)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -276,7 +276,8 @@ def main():
                          "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3, "
                          "twostage:64:32:4:15::::pairs+pdl; flags: pairs / nopairs = pair products inside the "
                          "twostage prep / in a kernel of their own, neither = the kernel's default; pdl = the apply "
-                         "pass launched as a programmatic dependent of the prep)")
+                         "pass launched as a programmatic dependent of the prep; halves = the prep inverts A by its 32-node "
+                         "halves)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

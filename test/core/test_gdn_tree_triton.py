@@ -120,7 +120,9 @@ def _rel(x, ref):
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
 # "+pdl": the apply pass launched as a programmatic dependent of the prep (a GPU launch mode).
-IMPLS = ["fused", "split", "twostage", "twostage+pairs"] + (["twostage+pdl", "twostage+pairs+pdl"] if HAS_CUDA else [])
+# "+halves": the prep inverts A by its two 32-node halves (trees of 34-65 nodes).
+IMPLS = ["fused", "split", "twostage", "twostage+pairs", "twostage+halves", "twostage+pairs+halves"] + (
+    ["twostage+pdl", "twostage+pairs+pdl"] if HAS_CUDA else [])
 
 
 def _impl(impl):
@@ -128,7 +130,7 @@ def _impl(impl):
     products inside the twostage prep kernel, plain "twostage" in the pair kernel (both forced:
     the default picks by tree size); "+pdl" launches the apply pass as a programmatic dependent."""
     name, *flags = impl.split("+")
-    return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags)
+    return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags, prep_halves="halves" in flags)
 
 
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
@@ -136,11 +138,14 @@ DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 
 def _impl_cases(sizes):
     """``(impl, size)`` pairs: on a GPU every impl at every size; in the CPU interpreter (the CI
-    time budget) fused and split at every size and the twostage variants at the middle one (it
-    has its own depth-bound tests besides)."""
+    time budget) fused and split at every size, the twostage variants at the middle one (it
+    has its own depth-bound tests besides) and "+halves" at the largest (it changes nothing below
+    34 nodes)."""
     if HAS_CUDA:
         return [(i, n) for i in IMPLS for n in sizes]
-    return [(i, n) for i in IMPLS for n in sizes if i in ("fused", "split") or n == sizes[len(sizes) // 2]]
+    mid, big = sizes[len(sizes) // 2], sizes[-1]
+    return [(i, n) for i in IMPLS for n in sizes
+            if i in ("fused", "split") or n == (big if "halves" in i else mid)]
 
 
 @pytest.mark.parametrize("impl,n", _impl_cases([16, 23, 40]))
@@ -197,7 +202,7 @@ def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, ga
     assert torch.equal(st[untouched], state[untouched])
 
 
-@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40)])
+@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40), ("twostage+halves", 40), ("twostage+pairs+halves", 40)])
 @kernels_here
 def test_bf16x3_products_are_fp32_accurate(kern, impl, n):
     """precision "bf16x3" with bf16 q/k (the engine's case): the pair products of the raw rows in
@@ -277,6 +282,26 @@ def test_pdl_needs_a_gpu_that_has_it(kern, monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *d: (8, 0))
     with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_PDL"):
         kern.tree_gdn_verify(*args, impl="twostage", pdl=True)
+
+
+@pytest.mark.parametrize("impl", ["twostage+halves", "twostage+pairs+halves"])
+@kernels_here
+def test_prep_halves_on_65_node_trees(kern, impl):
+    """The prep's inverse by 32-node halves on full 64-node chunks (every off-diagonal block in
+    use: the batch's trees include a 64-node chain and bushy trees), fp32 against the float64
+    path references, and equal to the whole-chunk inverse within fp32 rounding."""
+    _verify_and_commit_case(kern, torch.float32, 2e-5, 65, "ieee", impl)
+    H, HV, K, V, n = 2, 4, 32, 32, 65
+    trees = _trees(n)
+    args = [x.to(DEV) for x in _gdn_inputs(len(trees), n, H, HV, K, V, torch.float32)]
+    anc = torch.stack([t[1] for t in trees]).to(DEV)
+    slots = torch.tensor([3, 0, 4, 1], device=DEV)
+    pairs = "pairs" in impl
+    whole = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, precision="ieee")
+    halves = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs,
+                                  precision="ieee", prep_halves=True)
+    for w, h in zip(whole, halves):
+        assert not torch.isnan(h).any() and _rel(h, w) < 1e-5, _rel(h, w)
 
 
 @kernels_here

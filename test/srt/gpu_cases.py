@@ -131,6 +131,14 @@ CASES = {
                                                     disable_radix_cache=True), {}),
     "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
+    # 65-node trees: twostage with 64-node chunks, the pair products inside its prep (the default
+    # past 33 nodes); and with the two switches still off by default (the prep's inverse by halves,
+    # the apply pass as a programmatic dependent of the prep).
+    "ddtree64-qwen35-wy": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                     disable_radix_cache=True), {}),
+    "ddtree64-qwen35-wy-halves-pdl": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                disable_radix_cache=True),
+                                      {"env": {"SGLANG_DDTREE_WY_PREP_HALVES": "1", "SGLANG_DDTREE_WY_PDL": "1"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
@@ -285,7 +293,7 @@ ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
 # with per-width verify graphs and the radix-cache reruns (new in session 6, not yet run on a
 # GPU). wy mode itself is in the
 # smoke suite since it matched plain decoding on the H200 (RESULTS.md session 6).
-WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
+WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree64-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
             "ddtree16-qwen35-wy-oracle-sibling")
 PREVIEW = tuple(n for n in CASES if ("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
                 or n.startswith("ddtree-auto") or n.endswith("-radix") or n.endswith("-rerun")

@@ -59,6 +59,9 @@ PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
 # Developer knob: "1" launches the twostage apply pass as a programmatic dependent of its prep
 # (``tree_gdn_verify(pdl=True)``: its state products overlap the prep; not yet timed, off).
 PDL_ENV = "SGLANG_DDTREE_WY_PDL"
+# Developer knob: "1" makes the twostage prep invert A by its two 32-node halves for trees of 34-65
+# nodes (``tree_gdn_verify(prep_halves=True)``; not yet timed, off).
+HALVES_ENV = "SGLANG_DDTREE_WY_PREP_HALVES"
 
 
 def _env_flag(name: str) -> Optional[bool]:
@@ -154,7 +157,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
                               impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)))
+                              pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)),
+                              prep_halves=bool(_env_flag(HALVES_ENV)))
     wy.saved[li] = (layer, cache, slots)
     return o
 
