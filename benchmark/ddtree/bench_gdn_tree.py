@@ -107,6 +107,27 @@ def _profile(fn, reps=5):
     return out
 
 
+def _deep_paths(parent, nodes: int, P: int):
+    """Per tree, the first ``nodes`` nodes (root first) of the path to its deepest node, as the
+    commit's ``accepted [bs, P]`` (-1 padded) and ``accept_len [bs]`` (path length - 1)."""
+    bs, N = parent.shape
+    accepted = torch.full((bs, P), -1, dtype=torch.int64)
+    accept_len = torch.zeros(bs, dtype=torch.int64)
+    for r in range(bs):
+        par = parent[r].tolist()
+        depth = [0] * N
+        for i in range(1, N):  # parents come before children
+            depth[i] = depth[par[i]] + 1 if par[i] >= 0 else 0
+        node, path = max(range(N), key=lambda i: depth[i]), []
+        while node >= 0:
+            path.append(node)
+            node = par[node] if node > 0 else -1
+        path = path[::-1][:min(nodes, P)]
+        accepted[r, :len(path)] = torch.tensor(path)
+        accept_len[r] = len(path) - 1
+    return accepted, accept_len
+
+
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
              alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=()):
     from sglang_ddtree.kernels import gdn_tree_triton as kern
@@ -196,12 +217,17 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         x48 = x.unsqueeze(0).expand(nl, *x.shape).contiguous()
         w_tab, _ = kern.conv_weight_tables([w] * nl, [None] * nl, bf, dev)
 
-        def commit(lo, hi):  # keys recomputed from x, as the engine commits
+        def commit(lo, hi, acc=accepted, alen=accept_len):  # keys recomputed from x, as the engine commits
             kern.tree_gdn_commit_from_x_layers(st48[lo:hi], sidx, u48[lo:hi], G48[lo:hi], x48[lo:hi], w_tab[lo:hi],
-                                               None, KW, cp48[lo:hi], H * K, H, accepted, accept_len)
-            kern.tree_conv_commit_layers(x48[lo:hi], cp48[lo:hi], sidx, accepted, accept_len)
+                                               None, KW, cp48[lo:hi], H * K, H, acc, alen)
+            kern.tree_conv_commit_layers(x48[lo:hi], cp48[lo:hi], sidx, acc, alen)
 
+        # The root alone accepted (what random weights give), then a 6-node path (root + 5, a
+        # DFlash-like acceptance) where the tree is that deep: the commit's work grows with it.
         out["ours_commit_ms_48"] = _time(lambda: commit(0, nl), iters) * scale
+        acc6, len6 = _deep_paths(lay.parent, 6, accepted.shape[1])
+        acc6, len6 = acc6.to(dev), len6.to(dev)
+        out["ours_commit_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6), iters) * scale
         if nl > 1:  # (the CPU smoke run skips the A/B: one layer, and the interpreter is slow)
             out["ours_commit_eager_ms_48"] = _time(lambda: commit(0, nl), iters, graph=False) * scale
             # The same work as per-layer launch pairs (SGLANG_DDTREE_WY_COMMIT=per-layer), eager.

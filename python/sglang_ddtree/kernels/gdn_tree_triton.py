@@ -696,11 +696,12 @@ def _tree_gdn_commit_kernel(
     i_b, i_hv, i_h, o_k, o_v, m_k, m_v, p_s, m_s, n_acc, tok0, G_last, S = _commit_prologue(
         state, state_idx, g_buf, accepted, accept_len, N, H, HV, K, V, P, BK, BV)
     for t in range(P):
-        node, w = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
-        kr = tl.load(k + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0).to(tl.float32)
-        kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
-        u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
-        S += w * kn[:, None] * u[None, :]
+        if t <= n_acc:  # the path's nodes only (the others' terms are 0): skip their loads and products
+            node, w = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
+            kr = tl.load(k + ((tok0 + node) * H + i_h) * K + o_k, mask=m_k, other=0.0).to(tl.float32)
+            kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)  # the verify kernel's normalisation
+            u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
+            S += w * kn[:, None] * u[None, :]
     _commit_store(state, p_s, m_s, S, dst_idx, i_b, i_hv, o_k, o_v, HV, K, V, HAS_DST)
 
 
@@ -738,27 +739,28 @@ def _tree_gdn_commit_from_x_kernel(
     slot = tl.load(state_idx + i_b).to(tl.int64)
     ch = k_off + i_h * K + o_k
     for t in range(P):
-        node, w_t = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
-        acc = tl.zeros([BK], dtype=tl.float32)
-        if HAS_BIAS:
-            bias = tl.load(b_tab + layer).to(tl.pointer_type(x.dtype.element_ty))
-            acc += tl.load(bias + ch, mask=m_k, other=0.0).to(tl.float32)
-        for j in tl.static_range(KW):
-            # Tap j (0 = the node) is path index t - j; before the root it reads the committed
-            # conv state from its newest column backwards.
-            src_t = t - j
-            src = tl.load(accepted + i_b * P + tl.maximum(src_t, 0))
-            xv = tl.load(x + (tok0 + tl.maximum(src, 0)) * C + ch, mask=m_k & (src_t >= 0), other=0.0).to(tl.float32)
-            col = (KW - 1) + src_t
-            sv = tl.load(conv_state + slot * s_slot + ch * s_c + tl.maximum(col, 0) * s_w,
-                         mask=m_k & (src_t < 0) & (col >= 0), other=0.0).to(tl.float32)
-            wc = tl.load(w + ch * KW + (KW - 1 - j), mask=m_k, other=0.0).to(tl.float32)
-            acc += tl.where(src_t >= 0, _round_to(xv * wc, PX), _round_to(sv * wc, PS))
-        acc = acc / (1.0 + tl.exp(-acc))
-        kr = _round_to(acc, x.dtype.element_ty)
-        kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
-        u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
-        S += w_t * kn[:, None] * u[None, :]
+        if t <= n_acc:  # the path's nodes only (the others' terms are 0): skip their loads and products
+            node, w_t = _path_term(accepted, g_buf, i_b, i_hv, tok0, t, n_acc, G_last, HV, P)
+            acc = tl.zeros([BK], dtype=tl.float32)
+            if HAS_BIAS:
+                bias = tl.load(b_tab + layer).to(tl.pointer_type(x.dtype.element_ty))
+                acc += tl.load(bias + ch, mask=m_k, other=0.0).to(tl.float32)
+            for j in tl.static_range(KW):
+                # Tap j (0 = the node) is path index t - j; before the root it reads the committed
+                # conv state from its newest column backwards.
+                src_t = t - j
+                src = tl.load(accepted + i_b * P + tl.maximum(src_t, 0))
+                xv = tl.load(x + (tok0 + tl.maximum(src, 0)) * C + ch, mask=m_k & (src_t >= 0), other=0.0).to(tl.float32)
+                col = (KW - 1) + src_t
+                sv = tl.load(conv_state + slot * s_slot + ch * s_c + tl.maximum(col, 0) * s_w,
+                             mask=m_k & (src_t < 0) & (col >= 0), other=0.0).to(tl.float32)
+                wc = tl.load(w + ch * KW + (KW - 1 - j), mask=m_k, other=0.0).to(tl.float32)
+                acc += tl.where(src_t >= 0, _round_to(xv * wc, PX), _round_to(sv * wc, PS))
+            acc = acc / (1.0 + tl.exp(-acc))
+            kr = _round_to(acc, x.dtype.element_ty)
+            kn = kr / tl.sqrt(tl.sum(kr * kr, 0) + 1e-6)
+            u = tl.load(u_buf + ((tok0 + node) * HV + i_hv) * V + o_v, mask=m_v, other=0.0)
+            S += w_t * kn[:, None] * u[None, :]
     _commit_store(state, p_s, m_s, S, dst_idx, i_b, i_hv, o_k, o_v, HV, K, V, HAS_DST)
 
 
