@@ -181,6 +181,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # Where the time goes: the conv alone; the GDN verify alone per impl / tile shape
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
+        out["ours_conv_flat_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=True),
+                                            iters) * LAYERS
         for var in variants:
             impl, bt, bv, *more = var.split(":")
             nw = int(more[0]) if more and more[0] else None

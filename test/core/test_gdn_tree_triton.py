@@ -346,8 +346,9 @@ def test_tree_gdn_rejects_bad_shapes(kern):
 # ----------------------------------------------------------------------------- conv
 
 
+@pytest.mark.parametrize("flat", [False, True])
 @kernels_here
-def test_bf16_tree_conv_rounds_products_as_sglang_does(kern):
+def test_bf16_tree_conv_rounds_products_as_sglang_does(kern, flat):
     """bf16 inputs: each tap's product is rounded to bf16 before the fp32 sum (sglang's
     causal_conv1d_update multiplies its unwidened bf16 loads, and the plain decode uses it), so
     the outputs equal the float64 reference with rounded products, bf16-rounded, in all but a
@@ -362,7 +363,8 @@ def test_bf16_tree_conv_rounds_products_as_sglang_does(kern):
     pool = torch.randn(5, C, W - 1).to(bf)  # window-fastest, as sglang 0.5.17 allocates it
     slots = torch.tensor([2, 4, 0, 3])
     parents = torch.stack([t[0] for t in trees])
-    out = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV)).cpu().float()
+    out = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                         flat=flat).cpu().float()
 
     def ref(round_products):
         return torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, None, pool[slots[r]],
@@ -377,9 +379,9 @@ def test_bf16_tree_conv_rounds_products_as_sglang_does(kern):
     assert (exact != want).float().mean().item() > 10 * max(off, 1e-3)
 
 
-@pytest.mark.parametrize("n", [16, 37])
+@pytest.mark.parametrize("n,flat", [(16, False), (37, False), (37, True), (17, True)])
 @kernels_here
-def test_tree_conv_and_commit_match_path_reference(kern, n):
+def test_tree_conv_and_commit_match_path_reference(kern, n, flat):
     C, W = 48, 4
     trees = _trees(n)
     bs = len(trees)
@@ -392,9 +394,11 @@ def test_tree_conv_and_commit_match_path_reference(kern, n):
     parents = torch.stack([t[0] for t in trees])
     ref = torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, bias, pool[slots[r]], parents[r])
                      for r in range(bs)])
-    out = kern.tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV))
+    out = kern.tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                         flat=flat)
     assert _rel(out, ref) < 1e-5
-    out_nb = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV), activation=False)
+    out_nb = kern.tree_conv(x.to(DEV), weight.to(DEV), None, pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                            activation=False, flat=flat)
     ref_nb = torch.cat([gdn_tree.conv_tree_path_reference(x[r * n:(r + 1) * n], weight, None, pool[slots[r]], parents[r], activation=False)
                         for r in range(bs)])
     assert _rel(out_nb, ref_nb) < 1e-5

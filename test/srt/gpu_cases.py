@@ -132,13 +132,14 @@ CASES = {
     "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
     # 65-node trees: twostage with 64-node chunks, the pair products inside its prep (the default
-    # past 33 nodes); and with the two switches still off by default (the prep's inverse by halves,
-    # the apply pass as a programmatic dependent of the prep).
+    # past 33 nodes); and with the switches still off by default (the prep's inverse by halves,
+    # the apply pass as a programmatic dependent of the prep, the tree conv over flat token tiles).
     "ddtree64-qwen35-wy": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
-    "ddtree64-qwen35-wy-halves-pdl": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                                disable_radix_cache=True),
-                                      {"env": {"SGLANG_DDTREE_WY_PREP_HALVES": "1", "SGLANG_DDTREE_WY_PDL": "1"}}),
+    "ddtree64-qwen35-wy-options": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                             disable_radix_cache=True),
+                                   {"env": {"SGLANG_DDTREE_WY_PREP_HALVES": "1", "SGLANG_DDTREE_WY_PDL": "1",
+                                            "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",

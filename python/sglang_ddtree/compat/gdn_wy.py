@@ -62,6 +62,9 @@ PDL_ENV = "SGLANG_DDTREE_WY_PDL"
 # Developer knob: "1" makes the twostage prep invert A by its two 32-node halves for trees of 34-65
 # nodes (``tree_gdn_verify(prep_halves=True)``; not yet timed, off).
 HALVES_ENV = "SGLANG_DDTREE_WY_PREP_HALVES"
+# Developer knob: "1" runs the tree conv over token tiles of the flattened batch (``tree_conv(flat=
+# True)``: no per-tree padding tile; not yet timed, off).
+CONV_FLAT_ENV = "SGLANG_DDTREE_WY_CONV_FLAT"
 
 
 def _env_flag(name: str) -> Optional[bool]:
@@ -148,7 +151,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     li, n_layers = _pool_layer(wy.pool_states.temporal, ssm_pool)
     slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
     x, u_out, G_out = _work_views(wy, li, n_layers, mixed_qkv, hv, v_dim)
-    y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True)
+    y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True,
+                  flat=bool(_env_flag(CONV_FLAT_ENV)))
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
     q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)

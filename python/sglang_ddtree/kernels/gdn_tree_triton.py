@@ -767,18 +767,27 @@ def _tree_gdn_commit_from_x_kernel(
 @triton.jit
 def _tree_conv_kernel(
     x, w, bias, conv_state, state_idx, parent, out,
-    N, C, s_slot, s_c, s_w,
+    T, N, C, s_slot, s_c, s_w,
     KW: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr,
-    PX: tl.constexpr, PS: tl.constexpr,
+    PX: tl.constexpr, PS: tl.constexpr, FLAT: tl.constexpr = False,
 ):
+    """Grid (C tiles, node tiles, bs): BN nodes of one tree; FLAT: grid (C tiles, token tiles),
+    BN tokens of the flattened ``[T = bs * N]`` batch, which may span trees (each row finds its
+    tree and state slot), so a 17-node tree costs 17 rows instead of two 16-row tiles."""
     i_c = tl.program_id(0)
-    i_n = tl.program_id(1)
-    i_b = tl.program_id(2)
     o_c = i_c * BC + tl.arange(0, BC)
-    o_n = i_n * BN + tl.arange(0, BN)
     m_c = o_c < C
-    m_n = o_n < N
-    slot = tl.load(state_idx + i_b).to(tl.int64)
+    if FLAT:
+        o_tok = tl.program_id(1) * BN + tl.arange(0, BN)
+        m_n = o_tok < T
+        i_b = tl.where(m_n, o_tok // N, 0)
+        o_n = o_tok - i_b * N
+        slot = tl.load(state_idx + i_b).to(tl.int64)[:, None]
+    else:
+        i_b = tl.program_id(2)
+        o_n = tl.program_id(1) * BN + tl.arange(0, BN)
+        m_n = o_n < N
+        slot = tl.load(state_idx + i_b).to(tl.int64)
     tok0 = i_b * N
     acc = tl.zeros([BN, BC], dtype=tl.float32)
     if HAS_BIAS:
@@ -1168,17 +1177,22 @@ def _dst(dst_idx, state_idx):
 
 
 def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
-              block_n: int = 16, block_c: int = 64):
-    """Depthwise causal conv over each node's ancestor window. ``x [bs*N, C]`` -> ``[bs*N, C]``."""
+              block_n: int = 16, block_c: int = 64, flat: bool = False):
+    """Depthwise causal conv over each node's ancestor window. ``x [bs*N, C]`` -> ``[bs*N, C]``.
+    ``flat``: node tiles over the flattened batch (no per-tree padding tile: a tree of 17 nodes
+    costs 17 rows, not 32; ~20 more registers per thread, AOT). Not yet timed, so off."""
     bs, N = parent.shape
     C, KW = weight.shape
     out = torch.empty_like(x)
-    grid = (triton.cdiv(C, block_c), triton.cdiv(N, block_n), bs)
+    if flat:
+        grid = (triton.cdiv(C, block_c), triton.cdiv(bs * N, block_n))
+    else:
+        grid = (triton.cdiv(C, block_c), triton.cdiv(N, block_n), bs)
     _tree_conv_kernel[grid](
         x.contiguous(), weight.contiguous(), bias if bias is not None else weight, conv_state,
-        state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, N, C,
+        state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, bs * N, N, C,
         *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
-        **_conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
+        FLAT=bool(flat), **_conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
     )
     return out
 

@@ -6,7 +6,8 @@
 # plain launch under graph replay; the +pdl impls against the float64 references), then timings
 # at the auto rule's tiles with and without pdl (65 nodes: pairs in the prep; 17/33: pair kernel),
 # then the tiny hybrid cases: budget 64 at the defaults (65 nodes, pairs in the prep: never yet
-# run in the engine) and with both switches on, budget 32, plain in the same call. What pays becomes the default where it does (issue 6: bs 1,
+# run in the engine) and with the three switches on (halves, pdl, the flat tree conv: its timing
+# is the bench's ours_conv_flat_ms_48 column), budget 32, plain in the same call. What pays becomes the default where it does (issue 6: bs 1,
 # B 64 was 1.63 ms, goal 1.5; bs 16, B 64 9.89, goal 8).
 R=${OUT:?}
 t0=$(date +%s)
@@ -29,6 +30,6 @@ timeout 90 bash scripts/gpu_run.sh --here --out $R/kb32 bench benchmark/ddtree/b
 echo "kb32 rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 SGLANG_DDTREE_GPU_CASE_TIMEOUT=215 timeout $(( 585 - $(date +%s) + t0 )) \
    bash scripts/gpu_run.sh --here --out $R/cases cases --parallel 4 \
-   --only plain-qwen35,ddtree64-qwen35-wy,ddtree64-qwen35-wy-halves-pdl,ddtree32-qwen35-wy > $R/cases.out 2>&1
+   --only plain-qwen35,ddtree64-qwen35-wy,ddtree64-qwen35-wy-options,ddtree32-qwen35-wy > $R/cases.out 2>&1
 echo "cases rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cd $R && tar czf res.tgz --exclude=res.tgz prep ktest kb64 kb32 cases && rm -rf prep cases
