@@ -12,7 +12,7 @@
 R=${OUT:?}
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
-timeout 150 bash scripts/gpu_run.sh --here --out $R/ktest test test/core/test_gdn_tree_triton.py -q -k "pdl or halves" > $R/ktest.out 2>&1
+timeout 150 bash scripts/gpu_run.sh --here --out $R/ktest test test/core/test_gdn_tree_triton.py -q -k "test_pdl_apply or test_prep_halves_on_65 or (bf16x3 and (pdl or halves))" > $R/ktest.out 2>&1
 echo "ktest rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout 110 bash scripts/gpu_run.sh --here --out $R/kb64 bench benchmark/ddtree/bench_gdn_tree.py \
    --bs 1 4 16 --budgets 64 --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
