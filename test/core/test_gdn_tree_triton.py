@@ -711,6 +711,8 @@ def test_auto_impl_follows_the_h200_timings(kern, monkeypatch):
     assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 64, 64)     # 1040 tree tokens
     assert kern.pick_impl(16, 33, 48, 128, "cuda") == ("twostage", 64, 64)
     assert kern.pick_impl(16, 17, 48, 128, "cuda") == ("twostage", 64, 16)
+    assert kern.pick_impl(1, 17, 48, 128, "cuda") == ("twostage", 32, 16)      # 17 nodes, 96 programs < SMs
+    assert kern.pick_impl(4, 17, 48, 128, "cuda") == ("twostage", 64, 16)      # 384 programs: wide again
     assert kern.pick_impl(1, 129, 48, 128, "cuda") == ("split", 64, None)      # past one 64-node chunk
     assert kern.pick_impl(16, 129, 48, 128, "cuda") == ("fused", 64, None)
     assert kern.pick_impl(1, 65, 48, 128, "cpu") == ("fused", 64, None)        # the interpreter

@@ -879,7 +879,9 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 11.1 vs fused 18.2 ms; bs 1:
       1.7 vs 2.2), with 32-wide value tiles for trees past 33 nodes while its grid
       (``bs * HV * V / 64`` programs) is under 4 per SM (65 nodes, bs 1 / 4: 1.69 / 3.37 vs
-      1.93 / 3.68; at 33 nodes 64 wins: bs 1 1.14 vs 1.21), and 64-node pair-product tiles
+      1.93 / 3.68; at 33 nodes 64 wins: bs 1 1.14 vs 1.21), and for trees of at most 17
+      nodes while under one program per SM (bs 1, 17 nodes: 0.69 vs 0.78 ms in session 10,
+      0.75 vs 0.81 in session 9; bs 4: 64 wins, 1.02 vs 1.17), and 64-node pair-product tiles
       from 528 tree tokens up where the shared memory allows (with ``raw16``, bf16 q/k, the
       tile needs 53 KiB: every GPU here; fp32 operands 128 KiB: not the user's sm_120);
     - larger trees: "split" while the fused grid underfills the SMs, else "fused" (session 4).
@@ -894,7 +896,8 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     if n_nodes - 1 <= block_chunk(n_nodes):
         smem = QK64_SMEM_RAW16 if raw16 else QK64_SMEM
         big_tile = getattr(props, "shared_memory_per_block_optin", 0) >= smem and bs * n_nodes >= 528
-        narrow = n_nodes > 33 and programs < 4 * props.multi_processor_count
+        sms = props.multi_processor_count
+        narrow = (n_nodes > 33 and programs < 4 * sms) or (n_nodes <= 17 and programs < sms)
         return "twostage", 32 if narrow else 64, 64 if big_tile else 16
     return ("split" if programs < props.multi_processor_count else "fused"), 64, None
 
