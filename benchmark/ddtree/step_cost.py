@@ -110,7 +110,9 @@ def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
     try:
         steps, paths = [], []
         for i, n in enumerate((max(2, decode_tokens // 4), decode_tokens)):
-            engine.start_profile(output_dir=str(root / str(i)), activities=["GPU"] if cuda else ["CPU"])
+            # (no Python stacks or shapes: sglang records both unless told not to; the traces grow)
+            engine.start_profile(output_dir=str(root / str(i)), activities=["GPU"] if cuda else ["CPU"],
+                                 with_stack=False, record_shapes=False)
             outs = engine.generate(input_ids=prompts, sampling_params=dict(temperature=0.0, max_new_tokens=n,
                                                                            ignore_eos=True))
             engine.stop_profile()
