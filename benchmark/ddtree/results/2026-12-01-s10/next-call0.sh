@@ -8,7 +8,9 @@
 # then the tiny hybrid cases: budget 64 at the defaults (65 nodes, pairs in the prep: never yet
 # run in the engine) and with the three switches on (halves, pdl, the flat tree conv: its timing
 # is the bench's ours_conv_flat_ms_48 column), budget 32, plain in the same call. What pays becomes the default where it does (issue 6: bs 1,
-# B 64 was 1.63 ms, goal 1.5; bs 16, B 64 9.89, goal 8).
+# B 64 was 1.63 ms, goal 1.5; bs 16, B 64 9.89, goal 8). Also the apply pass alone at 8 warps
+# (":8:15::4:" = apply 8, prep 4; session 9 timed 8 warps for both kernels, not the apply alone:
+# AOT, its 64-wide tiles spill 392 B instead of 872).
 R=${OUT:?}
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
@@ -20,6 +22,7 @@ timeout 110 bash scripts/gpu_run.sh --here --out $R/kb64 bench benchmark/ddtree/
               twostage:64:32:4:15:16:::nopairs+halves twostage:64:32:4:15::::pairs+halves+pdl \
               twostage:64:64:4:15::::pairs twostage:64:64:4:15::::pairs+pdl twostage:64:64:4:15::::pairs+halves \
               twostage:64:64:4:15:64:::nopairs+halves twostage:64:64:4:15::::pairs+halves+pdl \
+              twostage:64:64:8:15::4::pairs twostage:64:32:8:15::4::pairs \
    --profile-impls twostage+pairs+halves twostage+nopairs+halves --deadline-s 95 --out $R/kb64/gdn.json > $R/kb64.out 2>&1
 echo "kb64 rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout 90 bash scripts/gpu_run.sh --here --out $R/kb32 bench benchmark/ddtree/bench_gdn_tree.py \
