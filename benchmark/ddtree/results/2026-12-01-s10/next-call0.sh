@@ -17,7 +17,7 @@ bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 timeout 150 bash scripts/gpu_run.sh --here --out $R/ktest test test/core/test_gdn_tree_triton.py -q -k "test_pdl_apply or test_prep_halves_on_65 or (bf16x3 and (pdl or halves))" > $R/ktest.out 2>&1
 echo "ktest rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout 110 bash scripts/gpu_run.sh --here --out $R/kb64 bench benchmark/ddtree/bench_gdn_tree.py \
-   --bs 1 4 16 --budgets 64 --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
+   --bs 16 1 4 --budgets 64 --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
    --variants twostage:64:32:4:15::::pairs twostage:64:32:4:15::::pairs+pdl twostage:64:32:4:15::::pairs+halves \
               twostage:64:32:4:15:16:::nopairs+halves twostage:64:32:4:15::::pairs+halves+pdl \
               twostage:64:64:4:15::::pairs twostage:64:64:4:15::::pairs+pdl twostage:64:64:4:15::::pairs+halves \
