@@ -309,6 +309,7 @@ def main():
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")
+    ap.add_argument("--no-chain", action="store_true", help="skip the 16-node chain rows (trees only)")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
     ap.add_argument("--out", type=Path)
@@ -330,7 +331,8 @@ def main():
         if a.out:
             a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
-    cases = [(bs, 15, True) for bs in a.bs] + [(bs, bud, False) for bs in a.bs for bud in a.budgets]
+    cases = ([] if a.no_chain else [(bs, 15, True) for bs in a.bs]) + [(bs, bud, False) for bs in a.bs
+                                                                       for bud in a.budgets]
     cases.sort(key=lambda c: (c[0] * (c[1] + 1), c[0]))
     # Ours for every case first (one compile covers all shapes), then upstream (its conv kernel
     # unrolls over the verify width and compiles once per width), smallest first.

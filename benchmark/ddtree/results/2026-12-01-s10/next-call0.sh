@@ -17,7 +17,7 @@ bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 timeout 150 bash scripts/gpu_run.sh --here --out $R/ktest test test/core/test_gdn_tree_triton.py -q -k "test_pdl_apply or test_prep_halves_on_65 or (bf16x3 and (pdl or halves))" > $R/ktest.out 2>&1
 echo "ktest rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout 110 bash scripts/gpu_run.sh --here --out $R/kb64 bench benchmark/ddtree/bench_gdn_tree.py \
-   --bs 16 1 4 --budgets 64 --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
+   --bs 1 4 16 --budgets 64 --no-chain --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
    --variants twostage:64:32:4:15::::pairs twostage:64:32:4:15::::pairs+pdl twostage:64:32:4:15::::pairs+halves \
               twostage:64:32:4:15:16:::nopairs+halves twostage:64:32:4:15::::pairs+halves+pdl \
               twostage:64:64:4:15::::pairs twostage:64:64:4:15::::pairs+pdl twostage:64:64:4:15::::pairs+halves \
@@ -26,7 +26,7 @@ timeout 110 bash scripts/gpu_run.sh --here --out $R/kb64 bench benchmark/ddtree/
    --profile-impls twostage+pairs+halves twostage+nopairs+halves --deadline-s 95 --out $R/kb64/gdn.json > $R/kb64.out 2>&1
 echo "kb64 rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout 90 bash scripts/gpu_run.sh --here --out $R/kb32 bench benchmark/ddtree/bench_gdn_tree.py \
-   --bs 1 4 16 --budgets 32 16 --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
+   --bs 1 4 16 --budgets 32 16 --no-chain --no-upstream --precision bf16x3 --alt-precisions --alt-impls \
    --variants twostage:64:64:4:15:16:::nopairs twostage:64:64:4:15:16:::nopairs+pdl \
               twostage:64:64:4:15:64:::nopairs twostage:64:64:4:15:64:::nopairs+pdl \
    --deadline-s 75 --out $R/kb32/gdn.json > $R/kb32.out 2>&1
