@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
+from sglang_ddtree.core.gdn_tree import path_of  # noqa: E402
 from sglang_ddtree.core.tree_builder import build_tree  # noqa: E402
 from sglang_ddtree.core.verify_layout import build_verify_layout  # noqa: E402
 
@@ -107,22 +108,14 @@ def _profile(fn, reps=5):
     return out
 
 
-def _deep_paths(parent, nodes: int, P: int):
-    """Per tree, the first ``nodes`` nodes (root first) of the path to its deepest node, as the
-    commit's ``accepted [bs, P]`` (-1 padded) and ``accept_len [bs]`` (path length - 1)."""
-    bs, N = parent.shape
+def _deep_paths(lay, nodes: int, P: int):
+    """Per tree of the layout, the first ``nodes`` nodes (root first) of the path to its deepest
+    node, as the commit's ``accepted [bs, P]`` (-1 padded) and ``accept_len [bs]`` (length - 1)."""
+    bs = lay.parent.shape[0]
     accepted = torch.full((bs, P), -1, dtype=torch.int64)
     accept_len = torch.zeros(bs, dtype=torch.int64)
     for r in range(bs):
-        par = parent[r].tolist()
-        depth = [0] * N
-        for i in range(1, N):  # parents come before children
-            depth[i] = depth[par[i]] + 1 if par[i] >= 0 else 0
-        node, path = max(range(N), key=lambda i: depth[i]), []
-        while node >= 0:
-            path.append(node)
-            node = par[node] if node > 0 else -1
-        path = path[::-1][:min(nodes, P)]
+        path = path_of(lay.parent[r], int(lay.depth[r].argmax()))[:min(nodes, P)]
         accepted[r, :len(path)] = torch.tensor(path)
         accept_len[r] = len(path) - 1
     return accepted, accept_len
@@ -227,7 +220,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # The root alone accepted (what random weights give), then a 6-node path (root + 5, a
         # DFlash-like acceptance) where the tree is that deep: the commit's work grows with it.
         out["ours_commit_ms_48"] = _time(lambda: commit(0, nl), iters) * scale
-        acc6, len6 = _deep_paths(lay.parent, 6, accepted.shape[1])
+        acc6, len6 = _deep_paths(lay, 6, accepted.shape[1])
         acc6, len6 = acc6.to(dev), len6.to(dev)
         out["ours_commit_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6), iters) * scale
         if nl > 1:  # (the CPU smoke run skips the A/B: one layer, and the interpreter is slow)
