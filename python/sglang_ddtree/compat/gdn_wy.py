@@ -77,6 +77,14 @@ def _env_flag(name: str) -> Optional[bool]:
     return val == "1"
 
 
+def _kernel_options() -> Dict[str, Any]:
+    """The developer knobs above as the verify kernels' keywords, read once per verify state
+    (per step, or per captured batch size) rather than in every layer's call."""
+    return dict(precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
+                pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)),
+                prep_halves=bool(_env_flag(HALVES_ENV)), flat_conv=bool(_env_flag(CONV_FLAT_ENV)))
+
+
 def wy_check_enabled() -> bool:
     return os.environ.get(CHECK_ENV) == "1"
 
@@ -112,9 +120,11 @@ class WyVerifyState:
     # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
     # [L, slots, C, W-1]``), set by the verify for the commit.
     pool_states: Any = None
-    # No root-to-node path has more non-root nodes than this (the drafter's block size - 1
-    # bounds every tree and the chain): fewer squarings in the verify's solve. None: no bound.
+    # No root-to-node path has more non-root nodes than this (--speculative-ddtree-max-depth,
+    # the tree builder's limit): fewer squarings in the verify's solve. None: no bound.
     max_depth: Optional[int] = None
+    # The verify kernels' developer knobs (``_kernel_options``).
+    options: Dict[str, Any] = field(default_factory=_kernel_options)
 
     @classmethod
     def from_layout(cls, layout, tables: Optional[Dict[str, Tuple]] = None,
@@ -151,18 +161,18 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     li, n_layers = _pool_layer(wy.pool_states.temporal, ssm_pool)
     slots = backend.forward_metadata.mamba_cache_indices[: wy.parent.shape[0]]
     x, u_out, G_out = _work_views(wy, li, n_layers, mixed_qkv, hv, v_dim)
+    opts = wy.options
     y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wy.parent, activation=True,
-                  flat=bool(_env_flag(CONV_FLAT_ENV)))
+                  flat=opts["flat_conv"])
     T = y.shape[0]
     q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
     q = q.reshape(T, layer.num_q_heads, layer.head_q_dim)
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=os.environ.get(PRECISION_ENV, "bf16x3"), u_out=u_out, G_out=G_out,
-                              impl=os.environ.get(IMPL_ENV, "auto"), max_depth=wy.max_depth,
-                              pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)),
-                              prep_halves=bool(_env_flag(HALVES_ENV)))
+                              precision=opts["precision"], u_out=u_out, G_out=G_out, impl=opts["impl"],
+                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"],
+                              prep_halves=opts["prep_halves"])
     wy.saved[li] = (layer, cache, slots)
     return o
 
