@@ -160,7 +160,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
                                          qk_block=qk_block, prep_warps=prep_warps,
                                          pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
-                                         pdl="pdl" in flags, prep_halves="halves" in flags)
+                                         pdl=True if "pdl" in flags else False if "nopdl" in flags else None)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -174,8 +174,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # Where the time goes: the conv alone; the GDN verify alone per impl / tile shape
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
-        out["ours_conv_flat_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=True),
-                                            iters) * LAYERS
+        out["ours_gdn_only_ms_48"] = _time(lambda: ours(conv=False), iters) * LAYERS  # issue 6's goals
+        for name, flat in (("flat", True), ("tiles", False)):  # both tilings beside the default's pick
+            out[f"ours_conv_{name}_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=flat),
+                                                   iters) * LAYERS
         for var in variants:
             impl, bt, bv, *more = var.split(":")
             nw = int(more[0]) if more and more[0] else None
@@ -296,9 +298,9 @@ def main():
                          "impl:block_t:block_v[:num_warps[:max_depth[:qk_block[:prep_warps[:precision[:flags]]]]]] "
                          "(e.g. split:16:64:8, twostage:64:64:4:15:16, twostage:64:32:4:15:16:8:tf32x3, "
                          "twostage:64:32:4:15::::pairs+pdl; flags: pairs / nopairs = pair products inside the "
-                         "twostage prep / in a kernel of their own, neither = the kernel's default; pdl = the apply "
-                         "pass launched as a programmatic dependent of the prep; halves = the prep inverts A by its 32-node "
-                         "halves)")
+                         "twostage prep / in a kernel of their own, neither = the kernel's default; pdl / nopdl = the "
+                         "apply pass launched as a programmatic dependent of the prep / plainly, neither = the kernel's "
+                         "default)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

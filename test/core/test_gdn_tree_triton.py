@@ -120,17 +120,17 @@ def _rel(x, ref):
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
 # "+pdl": the apply pass launched as a programmatic dependent of the prep (a GPU launch mode).
-# "+halves": the prep inverts A by its two 32-node halves (trees of 34-65 nodes).
-IMPLS = ["fused", "split", "twostage", "twostage+pairs", "twostage+halves", "twostage+pairs+halves"] + (
+IMPLS = ["fused", "split", "twostage", "twostage+pairs"] + (
     ["twostage+pdl", "twostage+pairs+pdl"] if HAS_CUDA else [])
 
 
 def _impl(impl):
     """``tree_gdn_verify`` keywords of a test impl name: "twostage+pairs" forms the pair
     products inside the twostage prep kernel, plain "twostage" in the pair kernel (both forced:
-    the default picks by tree size); "+pdl" launches the apply pass as a programmatic dependent."""
+    the default picks by tree size); "+pdl" launches the apply pass as a programmatic dependent
+    (forced off without it: the default picks by grid size)."""
     name, *flags = impl.split("+")
-    return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags, prep_halves="halves" in flags)
+    return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags)
 
 
 DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
@@ -139,13 +139,11 @@ DTYPES = [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)]
 def _impl_cases(sizes):
     """``(impl, size)`` pairs: on a GPU every impl at every size; in the CPU interpreter (the CI
     time budget) fused and split at every size, the twostage variants at the middle one (it
-    has its own depth-bound tests besides) and "+halves" at the largest (it changes nothing below
-    34 nodes)."""
+    has its own depth-bound and 65-node tests besides)."""
     if HAS_CUDA:
         return [(i, n) for i in IMPLS for n in sizes]
-    mid, big = sizes[len(sizes) // 2], sizes[-1]
-    return [(i, n) for i in IMPLS for n in sizes
-            if i in ("fused", "split") or n == (big if "halves" in i else mid)]
+    mid = sizes[len(sizes) // 2]
+    return [(i, n) for i in IMPLS for n in sizes if i in ("fused", "split") or n == mid]
 
 
 @pytest.mark.parametrize("impl,n", _impl_cases([16, 23, 40]))
@@ -202,7 +200,7 @@ def _verify_and_commit_case(kern, dtype, tol, n, precision, impl, K=32, V=32, ga
     assert torch.equal(st[untouched], state[untouched])
 
 
-@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40), ("twostage+halves", 40), ("twostage+pairs+halves", 40)])
+@pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40)])
 @kernels_here
 def test_bf16x3_products_are_fp32_accurate(kern, impl, n):
     """precision "bf16x3" with bf16 q/k (the engine's case): the pair products of the raw rows in
@@ -251,7 +249,8 @@ def test_pdl_apply_equals_the_plain_launch_under_graph_replay(kern, n, pairs):
     anc = torch.stack([t[1] for t in trees]).cuda()
     args = [x.cuda() for x in _gdn_inputs(len(trees), n, H, HV, K, V, torch.bfloat16)]
     slots = torch.tensor([2, 0, 1], device="cuda")
-    want = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15)
+    want = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15,
+                                pdl=False)
     fresh = [x.clone().uniform_(-1, 1) if x.dtype == torch.bfloat16 else x.clone() for x in args[:7]]
     static = [x.clone() for x in args[:7]]
     u_out, G_out = torch.empty_like(want[1]), torch.empty_like(want[2])
@@ -267,7 +266,8 @@ def test_pdl_apply_equals_the_plain_launch_under_graph_replay(kern, n, pairs):
     o_graph.fill_(float("nan"))
     u_out.fill_(float("nan"))
     g.replay()
-    ref = kern.tree_gdn_verify(*fresh, anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15)
+    ref = kern.tree_gdn_verify(*fresh, anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, max_depth=15,
+                               pdl=False)
     assert torch.equal(o_graph, ref[0]) and torch.equal(u_out, ref[1]) and torch.equal(G_out, ref[2])
 
 
@@ -284,24 +284,35 @@ def test_pdl_needs_a_gpu_that_has_it(kern, monkeypatch):
         kern.tree_gdn_verify(*args, impl="twostage", pdl=True)
 
 
-@pytest.mark.parametrize("impl", ["twostage+halves", "twostage+pairs+halves"])
+def test_pdl_default_rule(monkeypatch):
+    """``pdl=None`` launches the apply pass as a dependent only for "twostage" on a CUDA GPU of
+    compute capability 9.0+ (never in the interpreter) and apply grids of at most three
+    programs per SM (RESULTS.md session 11)."""
+    from sglang_ddtree.kernels import gdn_tree_triton as kt
+
+    class Props:
+        multi_processor_count = 132
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *d: Props())
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *d: (9, 0))
+    assert kt.apply_as_dependent("twostage", 396, "cuda")
+    assert not kt.apply_as_dependent("twostage", 397, "cuda")
+    assert not kt.apply_as_dependent("fused", 96, "cuda")
+    assert not kt.apply_as_dependent("twostage", 96, "cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *d: (8, 9))
+    assert not kt.apply_as_dependent("twostage", 96, "cuda")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *d: (9, 0))
+    assert not kt.apply_as_dependent("twostage", 96, "cuda")
+
+
+@pytest.mark.parametrize("impl", ["twostage", "twostage+pairs"])
 @kernels_here
-def test_prep_halves_on_65_node_trees(kern, impl):
-    """The prep's inverse by 32-node halves on full 64-node chunks (every off-diagonal block in
-    use: the batch's trees include a 64-node chain and bushy trees), fp32 against the float64
-    path references, and equal to the whole-chunk inverse within fp32 rounding."""
+def test_twostage_on_65_node_trees(kern, impl):
+    """Full 64-node chunks (the default path of budget 64: the batch's trees include a 64-node
+    chain and bushy trees), fp32 against the float64 path references."""
     _verify_and_commit_case(kern, torch.float32, 2e-5, 65, "ieee", impl)
-    H, HV, K, V, n = 2, 4, 32, 32, 65
-    trees = _trees(n)
-    args = [x.to(DEV) for x in _gdn_inputs(len(trees), n, H, HV, K, V, torch.float32)]
-    anc = torch.stack([t[1] for t in trees]).to(DEV)
-    slots = torch.tensor([3, 0, 4, 1], device=DEV)
-    pairs = "pairs" in impl
-    whole = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs, precision="ieee")
-    halves = kern.tree_gdn_verify(*args[:7], anc, args[7], slots, impl="twostage", pairs_in_prep=pairs,
-                                  precision="ieee", prep_halves=True)
-    for w, h in zip(whole, halves):
-        assert not torch.isnan(h).any() and _rel(h, w) < 1e-5, _rel(h, w)
 
 
 @kernels_here

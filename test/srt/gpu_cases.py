@@ -132,14 +132,15 @@ CASES = {
     "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
     # 65-node trees: twostage with 64-node chunks, the pair products inside its prep (the default
-    # past 33 nodes); and with the switches still off by default (the prep's inverse by halves,
-    # the apply pass as a programmatic dependent of the prep, the tree conv over flat token tiles).
+    # past 33 nodes); and with the other choice of each default rule: the tiny target's apply grids
+    # are small, so by default its apply pass launches as a programmatic dependent of the prep —
+    # "-options" launches it plainly — and single-tree steps take per-tree conv tiles — "-options"
+    # takes flat tiles for those too.
     "ddtree64-qwen35-wy": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
     "ddtree64-qwen35-wy-options": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                              disable_radix_cache=True),
-                                   {"env": {"SGLANG_DDTREE_WY_PREP_HALVES": "1", "SGLANG_DDTREE_WY_PDL": "1",
-                                            "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
+                                   {"env": {"SGLANG_DDTREE_WY_PDL": "0", "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",

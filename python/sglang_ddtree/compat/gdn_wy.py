@@ -56,14 +56,12 @@ IMPL_ENV = "SGLANG_DDTREE_WY_IMPL"
 # prep kernel or not (``tree_gdn_verify(pairs_in_prep=...)``); unset: the kernel's rule
 # (``prep_forms_pairs``: trees past 33 nodes, where the H200 timed it faster).
 PAIRS_ENV = "SGLANG_DDTREE_WY_PAIRS_IN_PREP"
-# Developer knob: "1" launches the twostage apply pass as a programmatic dependent of its prep
-# (``tree_gdn_verify(pdl=True)``: its state products overlap the prep; not yet timed, off).
+# Developer knob: "1" / "0" forces the twostage apply pass to launch as a programmatic dependent
+# of its prep or not (``tree_gdn_verify(pdl=...)``: its state products overlap the prep); unset:
+# the kernel's rule (``apply_as_dependent``: apply grids of at most three programs per SM).
 PDL_ENV = "SGLANG_DDTREE_WY_PDL"
-# Developer knob: "1" makes the twostage prep invert A by its two 32-node halves for trees of 34-65
-# nodes (``tree_gdn_verify(prep_halves=True)``; not yet timed, off).
-HALVES_ENV = "SGLANG_DDTREE_WY_PREP_HALVES"
-# Developer knob: "1" runs the tree conv over token tiles of the flattened batch (``tree_conv(flat=
-# True)``: no per-tree padding tile; not yet timed, off).
+# Developer knob: "1" / "0" forces the tree conv's token tiles over the flattened batch or per
+# tree (``tree_conv(flat=...)``); unset: flat for more than one tree.
 CONV_FLAT_ENV = "SGLANG_DDTREE_WY_CONV_FLAT"
 
 
@@ -81,8 +79,7 @@ def _kernel_options() -> Dict[str, Any]:
     """The developer knobs above as the verify kernels' keywords, read once per verify state
     (per step, or per captured batch size) rather than in every layer's call."""
     return dict(precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
-                pairs_in_prep=_env_flag(PAIRS_ENV), pdl=bool(_env_flag(PDL_ENV)),
-                prep_halves=bool(_env_flag(HALVES_ENV)), flat_conv=bool(_env_flag(CONV_FLAT_ENV)))
+                pairs_in_prep=_env_flag(PAIRS_ENV), pdl=_env_flag(PDL_ENV), flat_conv=_env_flag(CONV_FLAT_ENV))
 
 
 def wy_check_enabled() -> bool:
@@ -171,8 +168,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=opts["precision"], u_out=u_out, G_out=G_out, impl=opts["impl"],
-                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"],
-                              prep_halves=opts["prep_halves"])
+                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"])
     wy.saved[li] = (layer, cache, slots)
     return o
 

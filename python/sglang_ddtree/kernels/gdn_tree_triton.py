@@ -485,44 +485,11 @@ def _unit_lower_inverse(A, eye, NSQ: tl.constexpr, PREC: tl.constexpr):
 
 
 @triton.jit
-def _unit_lower_inverse_halves(A, c, t_buf, c0, i_bh, o_t, BT: tl.constexpr, NSQ2: tl.constexpr,
-                               PREC: tl.constexpr):
-    """``T = (I + A)^-1`` ([BT, BT], A strictly lower) by halves, into ``t_buf``, and ``T c`` into
-    ``c0[0:BT]``: with ``A = [[A11, 0], [A21, A22]]``, ``T = [[T11, 0], [-T22 A21 T11, T22]]``,
-    ``Tjj = (I + Ajj)^-1``. Two independent half-size squaring chains and two half-size products
-    instead of one full-size chain: about a third of the multiply work. Register tiles cannot be
-    sliced, so A and c go through ``t_buf`` / ``c0[3 BT:]`` (T and T c overwrite them)."""
-    HB: tl.constexpr = BT // 2
-    tl.store(t_buf + i_bh * BT * BT + o_t[:, None] * BT + o_t[None, :], A)
-    tl.store(c0 + 3 * BT + o_t, c)
-    tl.debug_barrier()  # every element stored before any thread reads a block back
-    o_h = tl.arange(0, HB)
-    blk = t_buf + i_bh * BT * BT + o_h[:, None] * BT + o_h[None, :]  # the top-left block
-    A11 = tl.load(blk)
-    A21 = tl.load(blk + HB * BT)
-    A22 = tl.load(blk + HB * BT + HB)
-    c1 = tl.load(c0 + 3 * BT + o_h)
-    c2 = tl.load(c0 + 3 * BT + HB + o_h)
-    eye = o_h[:, None] == o_h[None, :]
-    T11 = _unit_lower_inverse(A11, eye, NSQ2, PREC)
-    T22 = _unit_lower_inverse(A22, eye, NSQ2, PREC)
-    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
-    tl.debug_barrier()  # every block read before T overwrites A
-    tl.store(blk, T11)
-    tl.store(blk + HB, tl.zeros([HB, HB], dtype=tl.float32))
-    tl.store(blk + HB * BT, T21)
-    tl.store(blk + HB * BT + HB, T22)
-    tl.store(c0 + o_h, tl.sum(T11 * c1[None, :], 1))
-    tl.store(c0 + HB + o_h, tl.sum(T21 * c1[None, :], 1) + tl.sum(T22 * c2[None, :], 1))
-
-
-@triton.jit
 def _tree_twostage_prep_kernel(
     q, k, a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NSQ: tl.constexpr,
     PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr, PDL: tl.constexpr,
-    SPLIT2: tl.constexpr = False, NSQ2: tl.constexpr = 0,
 ):
     """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
     on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
@@ -532,12 +499,10 @@ def _tree_twostage_prep_kernel(
     multiplies it into its u, which keeps ``Qc T`` off this chain). The root enters every
     node's right-hand side as ``- c_i u_root`` with ``c_i = beta_i exp(G_i - G_root)
     kn_i.kn_root``, so the second pass needs ``T c`` and ``exp(G_i - G_root) qn_i.kn_root``
-    too, and the root's own ``qn_root.kn_root`` (``c_buf [bs * HV, 4, BT]``: rows 0 and 1, and
-    row 2 element 0; row 3 is SPLIT2's scratch). Writes G (every node, for the commit as well). PAIRS: the pair products
+    too, and the root's own ``qn_root.kn_root`` (``c_buf [bs * HV, 3, BT]``: rows 0 and 1, and
+    row 2 element 0). Writes G (every node, for the commit as well). PAIRS: the pair products
     are formed here from q and k (no pair kernel; each key head's are formed once per value
-    head), else read from ``kk_buf``/``qk_buf``. PDL: lets the apply pass launch at once.
-    SPLIT2: ``(I + A)^-1`` from the inverses of its two diagonal halves (NSQ2 squarings each) and
-    one off-diagonal product (:func:`_unit_lower_inverse_halves`) instead of squaring all of A."""
+    head), else read from ``kk_buf``/``qk_buf``. PDL: lets the apply pass launch at once."""
     if PDL:  # the apply pass may start its state products now (it waits for this grid's writes)
         tl.extra.cuda.gdc_launch_dependents()
     i_bh = tl.program_id(0)
@@ -568,7 +533,7 @@ def _tree_twostage_prep_kernel(
         qk_00 = tl.load(qk_buf + pair0)
     # Everything but T first: only A and the [BT] vector c stay live through the chain.
     mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
-    c0 = c_buf + i_bh.to(tl.int64) * 4 * BT
+    c0 = c_buf + i_bh.to(tl.int64) * 3 * BT
     dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
     c = beta_i * dec_r * kk_r
     tl.store(qc_buf + mat, Qc)
@@ -576,12 +541,9 @@ def _tree_twostage_prep_kernel(
     tl.store(c0 + 2 * BT, qk_00)
     tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
     tl.store(g_buf + tok0 * HV + i_hv, G_r)
-    if SPLIT2:
-        _unit_lower_inverse_halves(A, c, t_buf, c0, i_bh.to(tl.int64), o_t, BT, NSQ2, PREC)
-    else:
-        Tm = _unit_lower_inverse(A, eye, NSQ, PREC)
-        tl.store(t_buf + mat, Tm)
-        tl.store(c0 + o_t, tl.sum(Tm * c[None, :], 1))
+    Tm = _unit_lower_inverse(A, eye, NSQ, PREC)
+    tl.store(t_buf + mat, Tm)
+    tl.store(c0 + o_t, tl.sum(Tm * c[None, :], 1))
 
 
 @triton.jit
@@ -605,7 +567,7 @@ def _tree_twostage_apply_kernel(
     m_r = rows < N
     tok0 = i_b * N
     i_bh = (i_b * HV + i_hv).to(tl.int64)
-    c0 = c_buf + i_bh * 4 * BT
+    c0 = c_buf + i_bh * 3 * BT
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
     if PDL:
@@ -911,6 +873,21 @@ def prep_forms_pairs(impl: str, n_nodes: int) -> bool:
     return impl == "twostage" and n_nodes > 33
 
 
+def apply_as_dependent(impl: str, apply_programs: int, device) -> bool:
+    """``pdl`` for ``pdl=None``: "twostage" launches its apply pass as a programmatic dependent of
+    the prep where the apply grid is at most three programs per SM (the prep then leaves SMs idle
+    that the apply's state products can use), on GPUs that have PDL. H200, Qwen3.6-27B shapes,
+    48 layers (RESULTS.md session 11): bs 1, 17 / 33 / 65 nodes (96-192 programs): 0.59 / 0.79 /
+    1.44 ms vs 0.68 / 0.87 / 1.58 without; bs 4, 17 / 33 nodes (384): 0.82 / 1.49 vs 0.88 / 1.51;
+    from 768 programs (bs 4 at 65 nodes; bs 16) it costs: 3.33 vs 2.97; 11.21 vs 11.09 ms."""
+    dev = torch.device(device)
+    if impl != "twostage" or dev.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    if torch.cuda.get_device_capability(dev)[0] < 9:
+        return False
+    return apply_programs <= 3 * torch.cuda.get_device_properties(dev).multi_processor_count
+
+
 def _check_pdl(dev) -> None:
     """``pdl=True`` needs programmatic dependent launch: a CUDA device of compute capability 9.0+
     (the H200's sm_90, the RTX PRO 6000's sm_120), not the CPU interpreter."""
@@ -946,7 +923,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None, pdl: bool = False, prep_halves: bool = False):
+                    pairs_in_prep=None, pdl=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -977,15 +954,13 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ("twostage" only): the prep kernel forms the node-pair products itself instead of a
     separate pair-product kernel (one launch and the pair buffers less; each key head's
     products formed once per value head); None (default): :func:`prep_forms_pairs`.
-    ``prep_halves`` ("twostage" with 64-node chunks, trees of 34-65 nodes): the prep forms
-    ``(I + A)^-1`` from its two 32-node diagonal halves' inverses and one off-diagonal product
-    instead of squaring the whole 64-node A (about a third of the multiply work on its dependent
-    chain). Not yet timed on a GPU, so off by default.
     ``pdl`` ("twostage" only, compute capability 9.0+): the apply pass is launched as a
     programmatic dependent of the prep (CUDA PDL) and forms its state products while the prep
-    runs, waiting only for what the prep writes. Not yet timed on a GPU, so off by default.
-    (An option that made the apply pass form the key products before the query products,
-    ``split_qk``, was timed in session 10 — at most 1% at 65 nodes, slower at 33 — and removed.)
+    runs, waiting only for what the prep writes; None (default): :func:`apply_as_dependent`.
+    Two more options were timed and removed: ``split_qk`` (the apply pass forming the key
+    products before the query products; session 10: at most 1% at 65 nodes, slower at 33) and
+    ``prep_halves`` (the prep's 64-node ``(I + A)^-1`` from its two 32-node halves; session 11:
+    slower at bs 1 / 4 / 16, 65 nodes: 1.79 / 3.27 / 12.57 ms vs 1.58 / 2.97 / 11.09).
     """
     T, H, K = k.shape
     HV, V = v.shape[1], v.shape[2]
@@ -1018,6 +993,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if pairs_in_prep is None:
         pairs_in_prep = prep_forms_pairs(impl, N)
     pairs_in_prep = bool(pairs_in_prep) and impl == "twostage"
+    if pdl is None:
+        pdl = apply_as_dependent(impl, bs * HV * triton.cdiv(V, BV), dev)
     pdl = bool(pdl) and impl == "twostage"
     if pdl:
         _check_pdl(dev)
@@ -1040,12 +1017,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             raise ValueError(f"tree_gdn_verify: impl 'twostage' serves trees of at most {bt + 1} nodes, got {N}")
         t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
         qc_buf = torch.empty_like(t_buf)
-        c_buf = torch.empty(bs * HV, 4, bt, dtype=torch.float32, device=dev)
+        c_buf = torch.empty(bs * HV, 3, bt, dtype=torch.float32, device=dev)
         _tree_twostage_prep_kernel[(bs * HV,)](
             q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
             qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
-            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, SPLIT2=bool(prep_halves) and bt == 64,
-            NSQ2=_squarings(bt // 2, max_depth), num_warps=prep_warps or num_warps or 4,
+            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, num_warps=prep_warps or num_warps or 4,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
@@ -1180,11 +1156,16 @@ def _dst(dst_idx, state_idx):
 
 
 def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
-              block_n: int = 16, block_c: int = 64, flat: bool = False):
+              block_n: int = 16, block_c: int = 64, flat=None):
     """Depthwise causal conv over each node's ancestor window. ``x [bs*N, C]`` -> ``[bs*N, C]``.
     ``flat``: node tiles over the flattened batch (no per-tree padding tile: a tree of 17 nodes
-    costs 17 rows, not 32; ~20 more registers per thread, AOT). Not yet timed, so off."""
+    costs 17 rows, not 32; ~20 more registers per thread, AOT); None (default): for more than
+    one tree. H200, Qwen3.6-27B shapes, 48 layers (RESULTS.md session 11): bs 4 / 16 at 17
+    nodes 0.35 / 0.74 ms vs 0.41 / 1.14, at 65 nodes 0.82 / 2.41 vs 0.86 / 2.67; one tree
+    pads nothing it would not also pad flat, and the registers cost (65 nodes: 0.36 vs 0.32)."""
     bs, N = parent.shape
+    if flat is None:
+        flat = bs > 1
     C, KW = weight.shape
     out = torch.empty_like(x)
     if flat:
