@@ -315,6 +315,38 @@ def test_twostage_on_65_node_trees(kern, impl):
     _verify_and_commit_case(kern, torch.float32, 2e-5, 65, "ieee", impl)
 
 
+@pytest.mark.parametrize("impl", ["fused", "split", "twostage"])
+@kernels_here
+def test_padded_rows_never_read_before_the_pool(kern, impl):
+    """A CUDA-graph replay pads the batch with rows whose slot is sglang's PAD_SLOT_ID (-1). The
+    verify and the tree conv must not read the memory before the pool for them (on the H200 an
+    illegal address at 64 requests, session 11): that memory is NaN here, so a padded row that
+    read it would come out NaN. Real rows are unchanged by the padded one."""
+    H, HV, K, V, n = 1, 2, 16, 16, 17
+    trees = _trees(n)[:2]
+    parents = torch.stack([t[0] for t in trees]).to(DEV)
+    anc = torch.stack([t[1] for t in trees]).to(DEV)
+    q, k, v, a, b, A_log, dt_bias, state = (x.to(DEV) for x in _gdn_inputs(2, n, H, HV, K, V, torch.float32, slots=3))
+    big = torch.full((4, HV, V, K), float("nan"), device=DEV)
+    big[1:] = state  # slot -1 of the pool view is NaN
+    padded = torch.tensor([2, -1], device=DEV)
+    got = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, big[1:], padded, impl=impl, precision="ieee")
+    want = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, torch.tensor([2, 0], device=DEV),
+                                impl=impl, precision="ieee")
+    for g, w in zip(got, want):
+        assert not torch.isnan(g).any()
+        assert torch.equal(g[: g.shape[0] // 2], w[: w.shape[0] // 2])
+    C, W = 8, 4
+    x = torch.randn(2 * n, C, device=DEV)
+    weight = torch.randn(C, W, device=DEV)
+    pool = torch.full((4, C, W - 1), float("nan"), device=DEV)
+    pool[1:] = torch.randn(3, C, W - 1, device=DEV)
+    for flat in (False, True):
+        out = kern.tree_conv(x, weight, None, pool[1:], padded, parents, flat=flat)
+        ref = kern.tree_conv(x, weight, None, pool[1:], torch.tensor([2, 0], device=DEV), parents, flat=flat)
+        assert not torch.isnan(out).any() and torch.equal(out[:n], ref[:n])
+
+
 @kernels_here
 def test_twostage_refuses_trees_past_one_chunk(kern):
     q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(1, 70, 1, 2, 16, 16, torch.float32, slots=1)

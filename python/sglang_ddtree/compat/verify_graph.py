@@ -29,7 +29,9 @@ captured batch size). Before each replay (``load_batch``) the step's tree is cop
 and the step's state is pointed at what the captured call saved for its commit (``u``, ``G``
 and the pre-conv inputs: shared buffers the replay rewrites), so the worker's
 ``wy_commit`` works unchanged. Padded requests of a replay compute on whatever tree their rows
-hold (valid trees) from the pool's padding slot; the commit touches real requests only.
+hold (valid trees); their slot is sglang's PAD_SLOT_ID (-1), which the verify kernels read as
+slot 0 (read-only; before session 11 they read the memory before the pool, an illegal address
+at 64 requests on the H200); the commit touches real requests only.
 """
 
 from __future__ import annotations

@@ -96,8 +96,11 @@ def _split3(x):
 
 @triton.jit
 def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-               BK: tl.constexpr, BV: tl.constexpr):
-    """Grid (V tiles, bs * HV): this program's request, value head, key head, tile offsets and slot."""
+               BK: tl.constexpr, BV: tl.constexpr, READ_ONLY: tl.constexpr = True):
+    """Grid (V tiles, bs * HV): this program's request, value head, key head, tile offsets and slot.
+    READ_ONLY (the verify kernels): a negative slot — sglang's PAD_SLOT_ID (-1), the padded rows
+    of a CUDA-graph replay — reads slot 0 instead of memory before the pool (an illegal address
+    at 64 requests on the H200, session 11); those rows' outputs are discarded."""
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // HV
@@ -106,6 +109,8 @@ def _head_tile(state_idx, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V:
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
     slot = tl.load(state_idx + i_b).to(tl.int64)
+    if READ_ONLY:
+        slot = tl.maximum(slot, 0)
     return i_v, i_b, i_hv, i_h, o_k, o_v, o_k < K, o_v < V, slot
 
 
@@ -604,7 +609,7 @@ def _commit_prologue(state, state_idx, g_buf, accepted, accept_len, N,
                      P: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
     """Commit kernels' shared start: this program's state tile, the path length and the decayed
     committed state ``exp(G_last) S0`` the path terms are added to."""
-    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV)
+    i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = _head_tile(state_idx, H, HV, K, V, BK, BV, READ_ONLY=False)
     p_s = state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_k[:, None]
     m_s = m_k[:, None] & m_v[None, :]
     n_acc = tl.load(accept_len + i_b)
@@ -744,12 +749,12 @@ def _tree_conv_kernel(
         m_n = o_tok < T
         i_b = tl.where(m_n, o_tok // N, 0)
         o_n = o_tok - i_b * N
-        slot = tl.load(state_idx + i_b).to(tl.int64)[:, None]
+        slot = tl.maximum(tl.load(state_idx + i_b).to(tl.int64), 0)[:, None]
     else:
         i_b = tl.program_id(2)
         o_n = tl.program_id(1) * BN + tl.arange(0, BN)
         m_n = o_n < N
-        slot = tl.load(state_idx + i_b).to(tl.int64)
+        slot = tl.maximum(tl.load(state_idx + i_b).to(tl.int64), 0)  # PAD_SLOT_ID rows: see _head_tile
     tok0 = i_b * N
     acc = tl.zeros([BN, BC], dtype=tl.float32)
     if HAS_BIAS:
