@@ -73,7 +73,18 @@ def memory_bandwidth_gbs(gib: float = 2.0) -> float:
     return 2 * n * 2 / statistics.median(ts[2:]) / 1e9
 
 
+def base_config(cfg: str) -> str:
+    """``CONFIG@N`` is configuration CONFIG again, in an engine of its own (its rows keep the
+    label): the spread between engines of one configuration, beside the rounds' spread inside
+    one. The budget policy's table reads only the unlabelled rows."""
+    name, sep, rep = cfg.partition("@")
+    if sep and not (rep.isdigit() and int(rep) >= 2):
+        raise ValueError(f"configuration {cfg!r}: a repeat is CONFIG@N with N >= 2")
+    return name
+
+
 def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dict:
+    cfg = base_config(cfg)
     if cfg == "no-spec":
         return {}
     base = dict(speculative_draft_model_path=drafter, speculative_draft_load_format="dummy")
@@ -125,13 +136,25 @@ def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def collect_child(rc, rows_file: Path):
+    """``(rows, failure)`` of one configuration's process: the rows it saved, and None or what
+    to record as its failure. Rows measured before a failure stay (session 11: an engine whose
+    shutdown outlasted the case limit after its rows were measured), and the failure says so."""
+    rows = json.loads(rows_file.read_text()) if rows_file.exists() else []
+    if rc == 0 and rows:
+        return rows, None
+    return rows, (f"{rc} after {len(rows)} measured row(s)" if rows else rc)
+
+
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
             vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1,
-            profile: bool = False) -> list:
+            profile: bool = False, on_row=None) -> list:
     """One engine for ``cfg``; per concurrency a warm-up pass, then ``rounds`` timed passes (a
     one-token prefill pass and a full pass each; ms per decode step from their difference): the
     row carries the median round and, with ``rounds > 1``, every round's ms per step. ``profile``:
-    then two traced passes, the row's ``profile`` (:func:`_profile_pass`; never timed)."""
+    then two traced passes, the row's ``profile`` (:func:`_profile_pass`; never timed). ``on_row``:
+    called with the rows so far after each one (the child saves them: an engine whose shutdown
+    hangs past the case limit keeps what it measured)."""
     import random
 
     import sglang as sgl
@@ -149,7 +172,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     kw.update(extra)
     if cfg.startswith("DDTREE"):
         kw.update(ddtree_extra)
-        if cfg == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
+        if base_config(cfg) == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
             kw.update(spec_kwargs(cfg, drafter))
     rng = random.Random(0)
     rows = []
@@ -191,6 +214,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             if profile:
                 rows[-1]["profile"] = _profile_pass(engine, prompts, decode_tokens, dev == "cuda")
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
+            if on_row is not None:
+                on_row(rows)
         try:  # what the engine sized (the hybrid pool decides the concurrency that fits)
             st = (engine.get_server_info().get("internal_states") or [{}])[0]
             for r in rows:
@@ -252,6 +277,11 @@ def main() -> int:
     a = ap.parse_args()
     # (A child measures one configuration at the concurrencies its parent chose.)
     caps = {} if a.child else parse_caps(a.max_concurrency, a.configs)
+    for cfg in a.configs:  # a misspelt configuration stops the sweep before any engine starts
+        try:
+            spec_kwargs(cfg, "", "-")
+        except ValueError as e:
+            raise SystemExit(f"step_cost.py: {e}")
     import torch
 
     if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
@@ -274,7 +304,8 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds), profile=a.profile)
+                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds), profile=a.profile,
+                       on_row=lambda done: a.out.write_text(json.dumps(done)))
         a.out.write_text(json.dumps(rows))
         return 0
     rows = []
@@ -295,15 +326,16 @@ def main() -> int:
         # The sweep's own arguments, then this configuration's: argparse keeps the last value.
         cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--configs", cfg, "--out", str(one),
                "--concurrency", *map(str, conc), "--child", "--auto-table", str(a.out.resolve())]
+        one.unlink(missing_ok=True)
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
-        if rc == 0 and one.exists():
-            rows += json.loads(one.read_text())
-        else:
-            meta.setdefault("failed", {})[cfg] = rc
-            print(f"[step_cost] {cfg} failed: rc={rc}", flush=True)
+        got, failure = collect_child(rc, one)
+        rows += got
+        if failure is not None:
+            meta.setdefault("failed", {})[cfg] = failure
+            print(f"[step_cost] {cfg} failed: rc={failure}", flush=True)
         a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     base = {r["concurrency"]: r["ms_per_step"] for r in rows if r["config"] == "DFLASH"}
     for r in rows:

@@ -83,3 +83,48 @@ def test_step_cost_rejects_bad_caps(tmp_path, spec, msg):
                         "--out", str(tmp_path / "sc.json")], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "sc.json").exists()
+
+
+def test_step_cost_keeps_rows_measured_before_a_failure(tmp_path):
+    """A configuration whose process fails or times out after saving rows (session 11: an engine
+    whose shutdown outlasted the case limit) keeps them, with the failure saying so; one that
+    saved nothing is a plain failure; a clean exit with rows is no failure."""
+    sc = _step_cost_module()
+    saved = tmp_path / "one.json"
+    assert sc.collect_child("timeout", saved) == ([], "timeout")
+    assert sc.collect_child(0, saved) == ([], 0)  # exited cleanly, measured nothing: still a failure
+    row = {"config": "DDTREE-chain", "concurrency": 64, "ms_per_step": 125.8}
+    saved.write_text(json.dumps([row]))
+    assert sc.collect_child("timeout", saved) == ([row], "timeout after 1 measured row(s)")
+    assert sc.collect_child(-9, saved) == ([row], "-9 after 1 measured row(s)")
+    assert sc.collect_child(0, saved) == ([row], None)
+
+
+def _step_cost_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("step_cost", ROOT / "benchmark" / "ddtree" / "step_cost.py")
+    sc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sc)
+    return sc
+
+
+def test_step_cost_repeat_labels():
+    """``CONFIG@N`` runs CONFIG again in an engine of its own (the spread between engines); the
+    label is checked before any engine starts."""
+    sc = _step_cost_module()
+    assert sc.spec_kwargs("DDTREE-chain@2", "d") == sc.spec_kwargs("DDTREE-chain", "d")
+    assert sc.spec_kwargs("DDTREE-16@3", "d")["speculative_ddtree_budget"] == 16
+    assert sc.spec_kwargs("no-spec@2", "d") == {}
+    for bad in ("DDTREE-16@1", "DDTREE-16@x", "DDTREE-16@"):
+        with pytest.raises(ValueError, match="CONFIG@N"):
+            sc.spec_kwargs(bad, "d")
+
+
+@pytest.mark.parametrize("cfg,msg", [("DDTREE-16@x", "CONFIG@N"), ("DFLASHH", "unknown configuration")])
+def test_step_cost_rejects_bad_configs(tmp_path, cfg, msg):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"), "--target-path",
+                        str(tmp_path), "--configs", "no-spec", cfg, "--out", str(tmp_path / "sc.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "sc.json").exists()
