@@ -214,9 +214,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         x48 = x.unsqueeze(0).expand(nl, *x.shape).contiguous()
         w_tab, _ = kern.conv_weight_tables([w] * nl, [None] * nl, bf, dev)
 
-        def commit(lo, hi, acc=accepted, alen=accept_len):  # keys recomputed from x, as the engine commits
-            kern.tree_gdn_commit_from_x_layers(st48[lo:hi], sidx, u48[lo:hi], G48[lo:hi], x48[lo:hi], w_tab[lo:hi],
-                                               None, KW, cp48[lo:hi], H * K, H, acc, alen)
+        def commit(lo, hi, acc=accepted, alen=accept_len, state_commit=kern.tree_gdn_commit_from_x_layers):
+            # keys recomputed from x, as the engine commits (SGLANG_DDTREE_WY_COMMIT=cuda: sgl-kernel's port)
+            state_commit(st48[lo:hi], sidx, u48[lo:hi], G48[lo:hi], x48[lo:hi], w_tab[lo:hi],
+                         None, KW, cp48[lo:hi], H * K, H, acc, alen)
             kern.tree_conv_commit_layers(x48[lo:hi], cp48[lo:hi], sidx, acc, alen)
 
         # The root alone accepted (what random weights give), then a 6-node path (root + 5, a
@@ -225,20 +226,27 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         acc6, len6 = _deep_paths(lay, 6, accepted.shape[1])
         acc6, len6 = acc6.to(dev), len6.to(dev)
         out["ours_commit_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6), iters) * scale
+        from sglang_ddtree.kernels import tree_cuda
+
+        why = tree_cuda.available() if torch.device(dev).type == "cuda" else "no CUDA device"
+        if why is None:  # the CUDA port beside it (the engine's SGLANG_DDTREE_WY_COMMIT=cuda)
+            cu = tree_cuda.gdn_tree_commit_from_x_layers
+            out["ours_commit_cuda_ms_48"] = _time(lambda: commit(0, nl, state_commit=cu), iters) * scale
+            out["ours_commit_cuda_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6, state_commit=cu),
+                                                        iters) * scale
+        else:
+            out["ours_commit_cuda_skipped"] = why
         if nl > 1:  # (the CPU smoke run skips the A/B: one layer, and the interpreter is slow)
             out["ours_commit_eager_ms_48"] = _time(lambda: commit(0, nl), iters, graph=False) * scale
             # The same work as per-layer launch pairs (SGLANG_DDTREE_WY_COMMIT=per-layer), eager.
             out["ours_commit_per_layer_eager_ms_48"] = _time(
                 lambda: [commit(i, i + 1) for i in range(nl)], iters, graph=False) * scale
             # The state commit alone with the keys given (kept per layer instead of recomputed from
-            # x: not what the engine stores), Triton in one launch and sgl-kernel's CUDA kernel per
-            # layer: whether a CUDA port of the engine's from-x commit could pay.
+            # x: not what the engine stores), Triton in one launch and sgl-kernel's first CUDA kernel
+            # per layer.
             k48 = k.unsqueeze(0).expand(nl, *k.shape).contiguous()
             out["ours_commit_keys_triton_ms_48"] = _time(
                 lambda: kern.tree_gdn_commit_layers(st48, sidx, u48, G48, k48, accepted, accept_len), iters) * scale
-            from sglang_ddtree.kernels import tree_cuda
-
-            why = tree_cuda.available()
             if why is None:
                 out["ours_commit_keys_cuda_ms_48"] = _time(lambda: [tree_cuda.gdn_tree_commit(
                     st48[i], sidx, u48[i], G48[i], k, accepted, accept_len) for i in range(nl)], iters) * scale

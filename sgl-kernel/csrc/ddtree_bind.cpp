@@ -14,6 +14,11 @@ cudaError_t ddtree_tree_walk(const int64_t*, const int64_t*, const int64_t*, con
 cudaError_t ddtree_gdn_tree_commit(float*, const int32_t*, const float*, const float*, const void*,
                                    int, const int32_t*, const int32_t*, int, int, int, int, int, int,
                                    int, cudaStream_t);
+cudaError_t ddtree_gdn_tree_commit_from_x(float*, const int32_t*, const float*, const float*, const void*, int,
+                                          const int64_t*, const int64_t*, const void*, int, const int32_t*,
+                                          const int32_t*, const int32_t*, int, int, int, int, int, int64_t, int64_t,
+                                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+                                          int, int, cudaStream_t);
 }
 
 static void check(const torch::Tensor& t, torch::ScalarType dt, int dim, const char* name) {
@@ -101,7 +106,63 @@ void gdn_tree_commit(torch::Tensor state, torch::Tensor state_idx, torch::Tensor
   TORCH_CHECK(err == cudaSuccess, "ddtree_gdn_tree_commit: ", cudaGetErrorString(err));
 }
 
+// In place, every layer of a run in one launch: the engine's commit with keys recomputed from the
+// pre-conv inputs (ddtree_gdn_commit.cu). Layer strides come from the caller, which checks that
+// each layer is contiguous (gdn_tree_triton._layer_stride); shapes and dtypes are checked here.
+void gdn_tree_commit_from_x_layers(torch::Tensor state, torch::Tensor state_idx, torch::Tensor u, torch::Tensor G,
+                                   torch::Tensor x, torch::Tensor w_tab, c10::optional<torch::Tensor> b_tab,
+                                   torch::Tensor conv_state, torch::Tensor accepted, torch::Tensor accept_len,
+                                   c10::optional<torch::Tensor> dst_idx, int64_t k_off, int64_t H, int64_t l_state,
+                                   int64_t l_u, int64_t l_g, int64_t l_x, int64_t l_conv) {
+  for (auto* t : {&state, &u, &G}) {
+    TORCH_CHECK(t->is_cuda() && t->scalar_type() == torch::kFloat32, "state, u and G must be float32 CUDA tensors");
+  }
+  TORCH_CHECK(state.dim() == 5 && u.dim() == 5 && G.dim() == 4 && x.dim() == 3 && conv_state.dim() == 4,
+              "expected state [L, slots, HV, V, K], u [L, bs, N, HV, V], G [L, bs, N, HV], x [L, T, C], "
+              "conv_state [L, slots, C, W-1]");
+  TORCH_CHECK(x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32),
+              "x must be a bf16 or float32 CUDA tensor");
+  TORCH_CHECK(conv_state.is_cuda() &&
+                  (conv_state.scalar_type() == torch::kBFloat16 || conv_state.scalar_type() == torch::kFloat32),
+              "conv_state must be a bf16 or float32 CUDA tensor");
+  check(state_idx, torch::kInt32, 1, "state_idx");
+  check(accepted, torch::kInt32, 2, "accepted [bs, P]");
+  check(accept_len, torch::kInt32, 1, "accept_len");
+  check(w_tab, torch::kInt64, 1, "w_tab");
+  const int64_t L = u.size(0), bs = u.size(1), N = u.size(2), HV = u.size(3), V = u.size(4);
+  const int64_t K = state.size(4), T = x.size(1), C = x.size(2), KW = conv_state.size(3) + 1;
+  TORCH_CHECK(state.size(0) == L && G.size(0) == L && x.size(0) == L && conv_state.size(0) == L && w_tab.size(0) == L,
+              "every tensor must have the same number of layers");
+  TORCH_CHECK(state.size(2) == HV && state.size(3) == V, "state must be [L, slots, HV, V, K]");
+  TORCH_CHECK(G.size(1) == bs && G.size(2) == N && G.size(3) == HV, "G must be [L, bs, N, HV]");
+  TORCH_CHECK(T >= bs * N && conv_state.size(2) == C, "x must be [L, >= bs * N, C] and conv_state [L, slots, C, W-1]");
+  TORCH_CHECK(H > 0 && HV % H == 0 && k_off >= 0 && k_off + H * K <= C, "key channels out of range");
+  TORCH_CHECK(state_idx.size(0) >= bs && accept_len.size(0) == bs && accepted.size(0) == bs, "batch mismatch");
+  const int32_t* dst = nullptr;
+  if (dst_idx.has_value()) {
+    check(*dst_idx, torch::kInt32, 1, "dst_idx");
+    TORCH_CHECK(dst_idx->size(0) >= bs, "dst_idx must have one slot per request");
+    dst = dst_idx->data_ptr<int32_t>();
+  }
+  const int64_t* bt = nullptr;
+  if (b_tab.has_value()) {
+    check(*b_tab, torch::kInt64, 1, "b_tab");
+    TORCH_CHECK(b_tab->size(0) == L, "b_tab must have one address per layer");
+    bt = b_tab->data_ptr<int64_t>();
+  }
+  cudaError_t err = ddtree_gdn_tree_commit_from_x(
+      state.data_ptr<float>(), state_idx.data_ptr<int32_t>(), u.data_ptr<float>(), G.data_ptr<float>(),
+      x.data_ptr(), x.scalar_type() == torch::kBFloat16, w_tab.data_ptr<int64_t>(), bt, conv_state.data_ptr(),
+      conv_state.scalar_type() == torch::kBFloat16, accepted.data_ptr<int32_t>(), accept_len.data_ptr<int32_t>(),
+      dst, (int)L, (int)bs, (int)N, (int)C, (int)k_off, conv_state.stride(1), conv_state.stride(2),
+      conv_state.stride(3), l_state, l_u, l_g, l_x, l_conv, (int)H, (int)HV, (int)K, (int)V, (int)KW,
+      (int)accepted.size(1), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "ddtree_gdn_tree_commit_from_x: ", cudaGetErrorString(err));
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gdn_tree_commit_from_x_layers", &gdn_tree_commit_from_x_layers,
+        "DDTree tree-GDN state commit from the pre-conv inputs, every layer of a run in one launch (in place)");
   m.def("gdn_tree_commit", &gdn_tree_commit, "DDTree tree-GDN state commit (in place)");
   m.def("build_tree_layout", &build_tree_layout, "DDTree best-first tree + verify layout");
   m.def("tree_walk", &tree_walk, "DDTree tree walk");

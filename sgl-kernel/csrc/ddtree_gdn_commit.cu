@@ -80,7 +80,152 @@ __global__ void gdn_tree_commit_kernel(float* __restrict__ state, const int32_t*
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The engine's commit (gdn_tree_triton.py::_tree_gdn_commit_from_x_kernel) in CUDA: every layer of
+// a run in one launch, each path node's key recomputed from the layer's pre-conv inputs x (the
+// verify keeps no keys): the depthwise causal conv along the accepted path (above the root it
+// reads the request's committed conv window, newest column first), each product rounded to its
+// operands' promoted dtype as sglang's conv does (PX: x * weight, PS: conv state * weight), plus
+// bias, SiLU, rounded to x's dtype, L2-normalised (eps 1e-6). Only the path's nodes (t <= n_acc)
+// are formed. dst_idx (optional): write into slot dst_idx[b] instead (-1: skip the request).
+//
+// Grid (bs * HV, ceil(V / kVTile), L); block 256 threads. Shared memory: keys [P, K], values
+// [P, kVTile], weights [P].
+
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+template <typename XT, typename CT, bool kRoundX, bool kRoundS>
+__global__ void gdn_tree_commit_from_x_kernel(
+    float* __restrict__ state, const int32_t* __restrict__ state_idx, const float* __restrict__ u,
+    const float* __restrict__ G, const XT* __restrict__ x, const int64_t* __restrict__ w_tab,
+    const int64_t* __restrict__ b_tab, const CT* __restrict__ conv_state, const int32_t* __restrict__ accepted,
+    const int32_t* __restrict__ accept_len, const int32_t* __restrict__ dst_idx, int N, int C, int k_off,
+    int64_t s_slot, int64_t s_c, int64_t s_w, int64_t l_state, int64_t l_u, int64_t l_g, int64_t l_x,
+    int64_t l_conv, int H, int HV, int K, int V, int KW, int P) {
+  extern __shared__ float smem[];
+  float* kn = smem;                    // [P, K]
+  float* us = kn + (size_t)P * K;      // [P, kVTile]
+  float* w = us + (size_t)P * kVTile;  // [P]
+
+  const int b = blockIdx.x / HV, hv = blockIdx.x % HV, h = hv / (HV / H);
+  const int64_t layer = blockIdx.z;
+  const int64_t dst = dst_idx != nullptr ? (int64_t)dst_idx[b] : (int64_t)state_idx[b];
+  if (dst < 0) return;
+  state += layer * l_state;
+  u += layer * l_u;
+  G += layer * l_g;
+  x += layer * l_x;
+  conv_state += layer * l_conv;
+  const XT* wt = reinterpret_cast<const XT*>(w_tab[layer]);
+  const XT* bias = b_tab != nullptr ? reinterpret_cast<const XT*>(b_tab[layer]) : nullptr;
+
+  const int v0 = blockIdx.y * kVTile;
+  const int np = min(accept_len[b] + 1, P);  // path nodes, root included
+  const int32_t* path = accepted + (size_t)b * P;
+  const int64_t tok0 = (int64_t)b * N;
+  const int64_t slot = state_idx[b];
+  const float g_last = G[(tok0 + path[np - 1]) * HV + hv];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = kThreads / 32;
+  for (int t = warp; t < np; t += nwarps) {
+    const int node = path[t];
+    float ss = 0.f;
+    for (int i = lane; i < K; i += 32) {
+      const int ch = k_off + h * K + i;
+      float acc = bias != nullptr ? to_f(bias[ch]) : 0.f;
+      for (int j = 0; j < KW; ++j) {  // tap j (0 = the node) is path index t - j
+        const int src_t = t - j;
+        const float wc = to_f(wt[(int64_t)ch * KW + (KW - 1 - j)]);
+        if (src_t >= 0) {
+          const float pr = to_f(x[(tok0 + path[src_t]) * C + ch]) * wc;
+          acc += kRoundX ? round_bf16(pr) : pr;
+        } else if (KW - 1 + src_t >= 0) {
+          const float pr = to_f(conv_state[slot * s_slot + ch * s_c + (int64_t)(KW - 1 + src_t) * s_w]) * wc;
+          acc += kRoundS ? round_bf16(pr) : pr;
+        }
+      }
+      acc = acc / (1.f + expf(-acc));  // SiLU
+      const float kr = kRoundX ? round_bf16(acc) : acc;  // the key in x's dtype, as the verify had it
+      kn[(size_t)t * K + i] = kr;
+      ss += kr * kr;
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float inv = 1.f / sqrtf(ss + 1e-6f);
+    for (int i = lane; i < K; i += 32) kn[(size_t)t * K + i] *= inv;
+    if (lane < kVTile) {
+      const int vv = v0 + lane;
+      us[t * kVTile + lane] = vv < V ? u[((tok0 + node) * HV + hv) * (int64_t)V + vv] : 0.f;
+    }
+    if (lane == 0) w[t] = expf(g_last - G[(tok0 + node) * HV + hv]);
+  }
+  __syncthreads();
+
+  const float* S0 = state + ((slot * HV + hv) * (int64_t)V) * K;
+  float* S1 = state + ((dst * HV + hv) * (int64_t)V) * K;
+  const float a_last = expf(g_last);
+  const int vmax = min(kVTile, V - v0);
+  // Read before write per element: S0 and S1 are the same slot without dst_idx.
+  for (int e = threadIdx.x; e < vmax * K; e += kThreads) {
+    const int vv = e / K, kk = e % K;
+    float acc = a_last * S0[(int64_t)(v0 + vv) * K + kk];
+    for (int t = 0; t < np; ++t) acc += (w[t] * kn[(size_t)t * K + kk]) * us[t * kVTile + vv];
+    S1[(int64_t)(v0 + vv) * K + kk] = acc;
+  }
+}
+
+template <typename XT, typename CT>
+cudaError_t launch_from_x(dim3 grid, size_t shm, cudaStream_t stream, bool round_x, bool round_s, float* state,
+                          const int32_t* state_idx, const float* u, const float* G, const void* x,
+                          const int64_t* w_tab, const int64_t* b_tab, const void* conv_state,
+                          const int32_t* accepted, const int32_t* accept_len, const int32_t* dst_idx, int N, int C,
+                          int k_off, int64_t s_slot, int64_t s_c, int64_t s_w, int64_t l_state, int64_t l_u,
+                          int64_t l_g, int64_t l_x, int64_t l_conv, int H, int HV, int K, int V, int KW, int P) {
+#define DDTREE_FROM_X(RX, RS)                                                                               \
+  gdn_tree_commit_from_x_kernel<XT, CT, RX, RS><<<grid, kThreads, shm, stream>>>(                           \
+      state, state_idx, u, G, static_cast<const XT*>(x), w_tab, b_tab, static_cast<const CT*>(conv_state),  \
+      accepted, accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, \
+      V, KW, P)
+  if (round_x && round_s) DDTREE_FROM_X(true, true);
+  else if (round_x) DDTREE_FROM_X(true, false);
+  else if (round_s) DDTREE_FROM_X(false, true);
+  else DDTREE_FROM_X(false, false);
+#undef DDTREE_FROM_X
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+extern "C" cudaError_t ddtree_gdn_tree_commit_from_x(
+    float* state, const int32_t* state_idx, const float* u, const float* G, const void* x, int x_is_bf16,
+    const int64_t* w_tab, const int64_t* b_tab, const void* conv_state, int conv_is_bf16, const int32_t* accepted,
+    const int32_t* accept_len, const int32_t* dst_idx, int L, int bs, int N, int C, int k_off, int64_t s_slot,
+    int64_t s_c, int64_t s_w, int64_t l_state, int64_t l_u, int64_t l_g, int64_t l_x, int64_t l_conv, int H, int HV,
+    int K, int V, int KW, int P, cudaStream_t stream) {
+  if (bs == 0 || L == 0) return cudaSuccess;
+  dim3 grid(bs * HV, (V + kVTile - 1) / kVTile, L);
+  const size_t shm = sizeof(float) * ((size_t)P * K + (size_t)P * kVTile + P);
+  if (shm > 48 * 1024) return cudaErrorInvalidValue;  // P * K too large for one block's shared memory
+  // Products round to the promoted dtype of their operands (the weights have x's dtype): x *
+  // weight to bf16 when x is bf16; conv state * weight to bf16 when both are bf16.
+  const bool round_x = x_is_bf16, round_s = x_is_bf16 && conv_is_bf16;
+  if (x_is_bf16 && conv_is_bf16)
+    return launch_from_x<__nv_bfloat16, __nv_bfloat16>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x,
+                                                       w_tab, b_tab, conv_state, accepted, accept_len, dst_idx, N,
+                                                       C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv,
+                                                       H, HV, K, V, KW, P);
+  if (x_is_bf16)
+    return launch_from_x<__nv_bfloat16, float>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab,
+                                               b_tab, conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot,
+                                               s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P);
+  if (conv_is_bf16)
+    return launch_from_x<float, __nv_bfloat16>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab,
+                                               b_tab, conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot,
+                                               s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P);
+  return launch_from_x<float, float>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab, b_tab,
+                                     conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w,
+                                     l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P);
+}
+
 
 extern "C" cudaError_t ddtree_gdn_tree_commit(float* state, const int32_t* state_idx, const float* u,
                                               const float* G, const void* k, int k_is_bf16,

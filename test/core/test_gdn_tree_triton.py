@@ -595,6 +595,49 @@ def test_commits_over_stacked_layers_equal_one_launch_per_layer(kern):
         assert torch.equal(st_all[:, rest], state[:, rest]) and torch.equal(cv_all[:, rest], conv[:, rest])
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,with_bias", [(torch.bfloat16, True), (torch.bfloat16, False), (torch.float32, True)])
+def test_cuda_from_x_commit_equals_triton(kern, dtype, with_bias):
+    """sgl-kernel's port of the engine's commit (keys recomputed from the pre-conv inputs, every
+    layer in one launch) against the Triton kernel it ports, at the 27B's head shapes: the same
+    states within fp32 rounding (the two sum the key norms in different orders), no NaN, slots
+    outside the batch untouched; with and without destination slots (-1 skips)."""
+    from sglang_ddtree.kernels import tree_cuda
+
+    if tree_cuda.available() is not None:
+        pytest.skip(f"CUDA tree kernels unavailable: {tree_cuda.available()}")
+    L, H, HV, K, V, W, n, P = 3, 16, 48, 128, 128, 4, 17, 16
+    C = 2 * H * K + HV * V
+    bs, n_slots = 3, 6
+    slots = torch.tensor([4, 0, 2], device="cuda")
+    u = torch.randn(L, bs, n, HV, V, device="cuda")
+    G = -torch.rand(L, bs, n, HV, device="cuda").cumsum(2) * 0.1
+    x = torch.randn(L, bs * n, C, device="cuda").to(dtype)
+    state = torch.randn(L, n_slots, HV, V, K, device="cuda") * 0.3
+    conv = torch.randn(L, n_slots, W - 1, C, device="cuda").to(dtype).transpose(2, 3)  # sglang: channel-fastest
+    w = [(torch.randn(C, W, device="cuda") * 0.5).to(dtype) for _ in range(L)]
+    bias = [(torch.randn(C, device="cuda") * 0.1).to(dtype) for _ in range(L)] if with_bias else [None] * L
+    w_tab, b_tab = kern.conv_weight_tables(w, bias, dtype, "cuda")
+    # Paths of 1, 3 and 16 nodes (the root alone; a short path; the longest, past the conv window).
+    accepted = torch.full((bs, P), -1, dtype=torch.int64, device="cuda")
+    accepted[0, 0] = 0
+    accepted[1, :3] = torch.tensor([0, 4, 9])
+    accepted[2, :] = torch.arange(P)
+    accept_len = torch.tensor([0, 2, P - 1], device="cuda")
+    for dst in (None, torch.tensor([5, -1, 1], device="cuda")):
+        st_tr, st_cu = state.clone(), state.clone()
+        kern.tree_gdn_commit_from_x_layers(st_tr, slots, u, G, x, w_tab, b_tab, W, conv, H * K, H, accepted,
+                                           accept_len, dst_idx=dst)
+        tree_cuda.gdn_tree_commit_from_x_layers(st_cu, slots, u, G, x, w_tab, b_tab, W, conv, H * K, H, accepted,
+                                                accept_len, dst_idx=dst)
+        assert not torch.isnan(st_cu).any()
+        assert _rel(st_cu, st_tr.double().cpu()) < 1e-6, _rel(st_cu, st_tr.double().cpu())
+        written = [5, 1] if dst is not None else slots.tolist()
+        rest = [i for i in range(n_slots) if i not in written]
+        assert torch.equal(st_cu[:, rest], state[:, rest])
+        assert not torch.equal(st_cu[:, written], state[:, written])
+
+
 # ----------------------------------------------------------------------------- wy mode (engine glue)
 
 
@@ -783,3 +826,26 @@ def test_prep_forms_pairs_past_33_nodes(kern, monkeypatch):
     monkeypatch.setenv(gdn_wy.PAIRS_ENV, "yes")
     with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_PAIRS_IN_PREP must be 0 or 1"):
         gdn_wy._env_flag(gdn_wy.PAIRS_ENV)
+
+
+def test_commit_mode_knob(monkeypatch):
+    """SGLANG_DDTREE_WY_COMMIT: unset or "fused" / "per-layer" / "cuda"; anything else, or "cuda"
+    where the CUDA extension cannot load, is an error naming the variable — never a quiet
+    fallback to another kernel."""
+    from sglang_ddtree.compat import gdn_wy
+    from sglang_ddtree.kernels import tree_cuda
+
+    monkeypatch.delenv(gdn_wy.COMMIT_ENV, raising=False)
+    assert gdn_wy._kernel_options()["commit"] == "fused"
+    for val in ("fused", "per-layer"):
+        monkeypatch.setenv(gdn_wy.COMMIT_ENV, val)
+        assert gdn_wy._kernel_options()["commit"] == val
+    monkeypatch.setenv(gdn_wy.COMMIT_ENV, "perlayer")
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_COMMIT must be one of"):
+        gdn_wy._kernel_options()
+    monkeypatch.setenv(gdn_wy.COMMIT_ENV, "cuda")
+    monkeypatch.setattr(tree_cuda, "available", lambda: "no CUDA device")
+    with pytest.raises(RuntimeError, match="SGLANG_DDTREE_WY_COMMIT=cuda: .*no CUDA device"):
+        gdn_wy._kernel_options()
+    monkeypatch.setattr(tree_cuda, "available", lambda: None)
+    assert gdn_wy._kernel_options()["commit"] == "cuda"

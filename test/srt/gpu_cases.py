@@ -141,6 +141,11 @@ CASES = {
     "ddtree64-qwen35-wy-options": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                              disable_radix_cache=True),
                                    {"env": {"SGLANG_DDTREE_WY_PDL": "0", "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
+    # The state commit through sgl-kernel's CUDA port (SGLANG_DDTREE_WY_COMMIT=cuda; Triton by
+    # default until timed faster), on 33-node trees.
+    "ddtree32-qwen35-wy-cudacommit": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                disable_radix_cache=True),
+                                      {"env": {"SGLANG_DDTREE_WY_COMMIT": "cuda"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",

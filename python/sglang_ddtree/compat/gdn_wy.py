@@ -45,8 +45,11 @@ CHECK_ENV = "SGLANG_DDTREE_WY_CHECK"
 PRECISION_ENV = "SGLANG_DDTREE_WY_PRECISION"
 
 
-# Developer knob: "per-layer" commits each layer with its own launches (the fused commit's A/B).
+# Developer knob: how the recurrent state commit runs: "fused" (default: the Triton kernel, every
+# layer of a run in one launch), "per-layer" (one launch per layer, the fused commit's A/B) or
+# "cuda" (sgl-kernel's CUDA port of the fused commit; an error where the extension cannot load).
 COMMIT_ENV = "SGLANG_DDTREE_WY_COMMIT"
+COMMIT_MODES = ("fused", "per-layer", "cuda")
 
 # Developer knob: the tree verify's implementation (kernels/gdn_tree_triton.py ``impl``:
 # "auto" default, "fused", "split", "twostage"), to time them inside the engine.
@@ -78,7 +81,17 @@ def _env_flag(name: str) -> Optional[bool]:
 def _kernel_options() -> Dict[str, Any]:
     """The developer knobs above as the verify kernels' keywords, read once per verify state
     (per step, or per captured batch size) rather than in every layer's call."""
-    return dict(precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
+    commit = os.environ.get(COMMIT_ENV) or "fused"
+    if commit not in COMMIT_MODES:
+        raise ValueError(f"{COMMIT_ENV} must be one of {COMMIT_MODES} (unset: fused), got {commit!r}")
+    if commit == "cuda":
+        from ..kernels import tree_cuda
+
+        why = tree_cuda.available()
+        if why is not None:
+            raise RuntimeError(f"{COMMIT_ENV}=cuda: the CUDA tree kernels cannot be used here ({why}); "
+                               f"unset {COMMIT_ENV} for the Triton commit")
+    return dict(commit=commit, precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
                 pairs_in_prep=_env_flag(PAIRS_ENV), pdl=_env_flag(PDL_ENV), flat_conv=_env_flag(CONV_FLAT_ENV))
 
 
@@ -229,7 +242,12 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     bs, n = wy.parent.shape
     stacked = wy.pool_states
     w = wy.work
-    runs = _layer_runs(sorted(wy.saved), per_layer=os.environ.get(COMMIT_ENV) == "per-layer")
+    commit_mode = wy.options["commit"]
+    runs = _layer_runs(sorted(wy.saved), per_layer=commit_mode == "per-layer")
+    if commit_mode == "cuda":
+        from ..kernels.tree_cuda import gdn_tree_commit_from_x_layers as commit_layers
+    else:
+        commit_layers = tree_gdn_commit_from_x_layers
     passes = [(accept_len, None)]
     if track_slots is not None:  # the tracked state first: it reads the request's committed slot
         passes.insert(0, (i32(track_at.clamp(min=0)), i32(torch.where(track_at >= 0, track_slots.to(torch.int64), -1))))
@@ -238,9 +256,9 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
             x = w["x"][lo:hi, : bs * n]
             w_tab, b_tab = _weight_tables(wy, lo, hi)
             # The recurrent commit reads the committed conv state: before the conv commit.
-            tree_gdn_commit_from_x_layers(stacked.temporal[lo:hi], slots, w["u"][lo:hi, :bs], w["G"][lo:hi, :bs], x,
-                                          w_tab, b_tab, layer0.conv_weights.shape[1], stacked.conv[0][lo:hi],
-                                          layer0.q_dim, layer0.num_k_heads, accepted, lens, dst_idx=dst)
+            commit_layers(stacked.temporal[lo:hi], slots, w["u"][lo:hi, :bs], w["G"][lo:hi, :bs], x,
+                          w_tab, b_tab, layer0.conv_weights.shape[1], stacked.conv[0][lo:hi],
+                          layer0.q_dim, layer0.num_k_heads, accepted, lens, dst_idx=dst)
             tree_conv_commit_layers(x, stacked.conv[0][lo:hi], slots, accepted, lens, dst_idx=dst)
     if wy.check_rows is not None:
         committed = [(layer.layer_id, *_commit_check(cache, slots, wy.check_rows, accepted, accept_len))
