@@ -28,6 +28,29 @@ __device__ __forceinline__ float to_f<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// A path node's key row kn_t (raw; each lane holds its part of the squared sum in ss) normalised
+// in place, eps 1e-6 as the verify kernel; then its value-tile row and decay weight exp(G_last - G).
+__device__ __forceinline__ void finish_path_node(float* kn_t, float ss, float* us_t, float* w_t, const float* u_row,
+                                                 float g_node, float g_last, int K, int V, int v0, int lane) {
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float inv = 1.f / sqrtf(ss + 1e-6f);
+  for (int i = lane; i < K; i += 32) kn_t[i] *= inv;
+  if (lane < kVTile) us_t[lane] = v0 + lane < V ? u_row[v0 + lane] : 0.f;
+  if (lane == 0) *w_t = expf(g_last - g_node);
+}
+
+// S1 = exp(G_last) S0 + sum_t w_t kn_t u_t^T over the block's [vmax, K] tile (S0 and S1 may be the
+// same slot: every element is read and written by the same thread).
+__device__ __forceinline__ void update_state_tile(const float* S0, float* S1, const float* kn, const float* us,
+                                                  const float* w, int np, int K, int v0, int vmax, float a_last) {
+  for (int e = threadIdx.x; e < vmax * K; e += kThreads) {
+    const int vv = e / K, kk = e % K;
+    float acc = a_last * S0[(int64_t)(v0 + vv) * K + kk];
+    for (int t = 0; t < np; ++t) acc += (w[t] * kn[(size_t)t * K + kk]) * us[t * kVTile + vv];
+    S1[(int64_t)(v0 + vv) * K + kk] = acc;
+  }
+}
+
 template <typename KT>
 __global__ void gdn_tree_commit_kernel(float* __restrict__ state, const int32_t* __restrict__ state_idx,
                                        const float* __restrict__ u, const float* __restrict__ G,
@@ -57,27 +80,13 @@ __global__ void gdn_tree_commit_kernel(float* __restrict__ state, const int32_t*
       kn[(size_t)t * K + i] = x;
       ss += x * x;
     }
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float inv = rsqrtf(ss + 1e-6f);
-    for (int i = lane; i < K; i += 32) kn[(size_t)t * K + i] *= inv;
-    if (lane < kVTile) {
-      const int vv = v0 + lane;
-      us[t * kVTile + lane] = vv < V ? u[((tok0 + node) * HV + hv) * (int64_t)V + vv] : 0.f;
-    }
-    if (lane == 0) w[t] = __expf(g_last - G[(tok0 + node) * HV + hv]);
+    finish_path_node(kn + (size_t)t * K, ss, us + t * kVTile, w + t, u + ((tok0 + node) * HV + hv) * (int64_t)V,
+                     G[(tok0 + node) * HV + hv], g_last, K, V, v0, lane);
   }
   __syncthreads();
 
-  const int64_t slot = state_idx[b];
-  float* S = state + ((slot * HV + hv) * (int64_t)V) * K;
-  const float a_last = __expf(g_last);
-  const int vmax = min(kVTile, V - v0);
-  for (int e = threadIdx.x; e < vmax * K; e += kThreads) {
-    const int vv = e / K, kk = e % K;
-    float acc = a_last * S[(int64_t)(v0 + vv) * K + kk];
-    for (int t = 0; t < np; ++t) acc += w[t] * kn[(size_t)t * K + kk] * us[t * kVTile + vv];
-    S[(int64_t)(v0 + vv) * K + kk] = acc;
-  }
+  float* S = state + (((int64_t)state_idx[b] * HV + hv) * (int64_t)V) * K;
+  update_state_tile(S, S, kn, us, w, np, K, v0, min(kVTile, V - v0), expf(g_last));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,28 +158,13 @@ __global__ void gdn_tree_commit_from_x_kernel(
       kn[(size_t)t * K + i] = kr;
       ss += kr * kr;
     }
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float inv = 1.f / sqrtf(ss + 1e-6f);
-    for (int i = lane; i < K; i += 32) kn[(size_t)t * K + i] *= inv;
-    if (lane < kVTile) {
-      const int vv = v0 + lane;
-      us[t * kVTile + lane] = vv < V ? u[((tok0 + node) * HV + hv) * (int64_t)V + vv] : 0.f;
-    }
-    if (lane == 0) w[t] = expf(g_last - G[(tok0 + node) * HV + hv]);
+    finish_path_node(kn + (size_t)t * K, ss, us + t * kVTile, w + t, u + ((tok0 + node) * HV + hv) * (int64_t)V,
+                     G[(tok0 + node) * HV + hv], g_last, K, V, v0, lane);
   }
   __syncthreads();
 
-  const float* S0 = state + ((slot * HV + hv) * (int64_t)V) * K;
-  float* S1 = state + ((dst * HV + hv) * (int64_t)V) * K;
-  const float a_last = expf(g_last);
-  const int vmax = min(kVTile, V - v0);
-  // Read before write per element: S0 and S1 are the same slot without dst_idx.
-  for (int e = threadIdx.x; e < vmax * K; e += kThreads) {
-    const int vv = e / K, kk = e % K;
-    float acc = a_last * S0[(int64_t)(v0 + vv) * K + kk];
-    for (int t = 0; t < np; ++t) acc += (w[t] * kn[(size_t)t * K + kk]) * us[t * kVTile + vv];
-    S1[(int64_t)(v0 + vv) * K + kk] = acc;
-  }
+  update_state_tile(state + ((slot * HV + hv) * (int64_t)V) * K, state + ((dst * HV + hv) * (int64_t)V) * K, kn, us,
+                    w, np, K, v0, min(kVTile, V - v0), expf(g_last));
 }
 
 template <typename XT, typename CT>
