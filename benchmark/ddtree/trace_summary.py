@@ -49,14 +49,18 @@ def per_step(short: Dict[str, float], long: Dict[str, float], steps_short: int, 
 
     Returns ``{"ms_per_step": total, "top": [[name, ms], ...]}`` with the ``top`` names by time
     (negative differences, noise on names that barely differ, are kept in the total and left out
-    of the list)."""
+    of the list), and ``"noise"`` saying so when the total itself is not positive."""
     if steps_long <= steps_short:
         raise ValueError(f"per_step: the long trace needs more decode steps ({steps_long} <= {steps_short})")
     span = steps_long - steps_short
     diff = {n: (long.get(n, 0.0) - short.get(n, 0.0)) / span / 1e3 for n in set(short) | set(long)}
     ranked = sorted(((n, ms) for n, ms in diff.items() if ms > 0), key=lambda x: -x[1])
-    return {"ms_per_step": round(sum(diff.values()), 4),
-            "top": [[_short_name(n), round(ms, 4)] for n, ms in ranked[:top]]}
+    out = {"ms_per_step": round(sum(diff.values()), 4),
+           "top": [[_short_name(n), round(ms, 4)] for n, ms in ranked[:top]]}
+    if out["ms_per_step"] <= 0:  # e.g. host time on a busy CPU: say so rather than pass it off as a time
+        out["noise"] = (f"the {steps_long}-step trace summed no more than the {steps_short}-step one: the "
+                        "difference is below the noise, these numbers measure nothing")
+    return out
 
 
 def _short_name(name: str, limit: int = 120) -> str:
