@@ -141,6 +141,12 @@ CASES = {
     "ddtree64-qwen35-wy-options": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                              disable_radix_cache=True),
                                    {"env": {"SGLANG_DDTREE_WY_PDL": "0", "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
+    # Every verify a padded graph replay: graphs for batch size 8 only, at most 4 requests, so
+    # 4+ rows a step carry sglang's PAD_SLOT_ID (-1) — what crashed the 27B at 64 requests before
+    # the verify kernels read that slot as slot 0 (session 11).
+    "ddtree32-qwen35-wy-padded": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                            disable_radix_cache=True, cuda_graph_max_bs_decode=8,
+                                                            cuda_graph_bs_decode=[8]), {}),
     # The state commit through sgl-kernel's CUDA port (SGLANG_DDTREE_WY_COMMIT=cuda; Triton by
     # default until timed faster), on 33-node trees.
     "ddtree32-qwen35-wy-cudacommit": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
