@@ -145,3 +145,44 @@ def test_trace_difference_below_noise_is_flagged():
     assert bad["ms_per_step"] < 0 and "measure nothing" in bad["noise"]
     with pytest.raises(ValueError, match="more decode steps"):
         per_step({}, {}, 3, 3)
+
+
+def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
+    """auto_verdict.py compares auto with the cheapest fixed choice per concurrency (ms per
+    committed token) and calls a gap noise only within the larger of the rounds' spread and the
+    spread between engines of one configuration; without repeats it gives no noise verdict."""
+    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
+    import auto_verdict as av
+
+    def row(cfg, c, ms, rounds=None, tps=1.0):
+        return dict(config=cfg, concurrency=c, ms_per_step=ms, tokens_per_step=tps,
+                    **({"ms_per_step_rounds": rounds} if rounds else {}))
+
+    rows = [row("DDTREE-16", 4, 24.10, [24.29, 24.10, 24.10]),
+            row("DDTREE-chain", 4, 23.42, [23.59, 23.37, 23.42]),
+            row("DDTREE-auto", 4, 24.23, [24.46, 24.23, 23.68])]
+    (v,) = av.verdicts(rows)
+    assert v["best"] == "DDTREE-chain" and v["between_engines_spread"] is None
+    assert "no verdict on noise" in v["verdict"] and abs(v["gap"] - (24.23 / 23.42 - 1)) < 1e-4
+    # Repeats: chain engines 23.42 and 24.30 (3.7% apart) make the 3.5% gap noise ...
+    (v,) = av.verdicts(rows + [row("DDTREE-chain@2", 4, 24.30), row("DDTREE-auto@2", 4, 24.20)])
+    assert v["repeated"] == ["DDTREE-auto", "DDTREE-chain"] and v["verdict"].startswith("within noise")
+    assert v["best_ms_per_token"] == round((23.42 + 24.30) / 2, 3)
+    # ... engines 0.1% apart do not.
+    (v,) = av.verdicts(rows + [row("DDTREE-chain@2", 4, 23.44)])
+    assert v["verdict"].startswith("slower by") and "beyond the noise" in v["verdict"]
+    # Cost per committed token: a tree that commits more per step can be the best fixed choice.
+    (v,) = av.verdicts([row("DDTREE-chain", 1, 20.0, tps=1.1), row("DDTREE-16", 1, 21.0, tps=1.3),
+                        row("DDTREE-auto", 1, 21.0, tps=1.3)])
+    assert v["best"] == "DDTREE-16" and v["verdict"] == "not slower"
+    # The CLI: tables and per-configuration files; no auto row is an error.
+    t = tmp_path / "sc.json"
+    t.write_text(json.dumps({"meta": {}, "rows": rows}))
+    out = tmp_path / "v.md"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "auto_verdict.py"), str(t), "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "DDTREE-chain" in out.read_text(), r.stderr
+    t.write_text(json.dumps(rows[:2]))
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "auto_verdict.py"), str(t)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "no concurrency" in r.stderr

@@ -17,4 +17,5 @@ timeout $(( 575 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/sc
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'log_level="info"' \
   --deadline-s $(( 540 - $(date +%s) + t0 )) --case-timeout-s 200 --out $R/sc/step_cost.json > $R/sc.out 2>&1
 echo "step_cost rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+python3 benchmark/ddtree/auto_verdict.py $R/sc/step_cost.json --out $R/sc/verdict.md >> $R/rc.txt 2>&1
 cd $R && tar czf res.tgz --exclude=res.tgz sc prep && rm -rf prep
