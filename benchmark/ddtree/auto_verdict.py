@@ -24,15 +24,14 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from report import _budget
+from step_cost import base_config
+
 AUTO = "DDTREE-auto"
 
 
-def _base(label: str) -> str:
-    return label.partition("@")[0]
-
-
 def _fixed(cfg: str) -> bool:
-    return cfg == "DDTREE-chain" or (cfg.startswith("DDTREE-") and cfg.split("-", 1)[1].isdigit())
+    return cfg == "DDTREE-chain" or _budget(cfg) is not None
 
 
 def _cost(row: dict) -> float:
@@ -57,7 +56,7 @@ def verdicts(rows: List[dict]) -> List[dict]:
     """One verdict per concurrency that has an auto row and at least one fixed choice."""
     by_conc: Dict[int, Dict[str, List[dict]]] = {}
     for r in rows:
-        by_conc.setdefault(int(r["concurrency"]), {}).setdefault(_base(r["config"]), []).append(r)
+        by_conc.setdefault(int(r["concurrency"]), {}).setdefault(base_config(r["config"]), []).append(r)
     out = []
     for c in sorted(by_conc):
         groups = by_conc[c]

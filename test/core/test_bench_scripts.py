@@ -14,6 +14,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))  # the scripts' own modules, for the unit tests
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
@@ -91,7 +92,8 @@ def test_step_cost_keeps_rows_measured_before_a_failure(tmp_path):
     """A configuration whose process fails or times out after saving rows (session 11: an engine
     whose shutdown outlasted the case limit) keeps them, with the failure saying so; one that
     saved nothing is a plain failure; a clean exit with rows is no failure."""
-    sc = _step_cost_module()
+    import step_cost as sc
+
     saved = tmp_path / "one.json"
     assert sc.collect_child("timeout", saved) == ([], "timeout")
     assert sc.collect_child(0, saved) == ([], 0)  # exited cleanly, measured nothing: still a failure
@@ -102,19 +104,11 @@ def test_step_cost_keeps_rows_measured_before_a_failure(tmp_path):
     assert sc.collect_child(0, saved) == ([row], None)
 
 
-def _step_cost_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("step_cost", ROOT / "benchmark" / "ddtree" / "step_cost.py")
-    sc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sc)
-    return sc
-
-
 def test_step_cost_repeat_labels():
     """``CONFIG@N`` runs CONFIG again in an engine of its own (the spread between engines); the
     label is checked before any engine starts."""
-    sc = _step_cost_module()
+    import step_cost as sc
+
     assert sc.spec_kwargs("DDTREE-chain@2", "d") == sc.spec_kwargs("DDTREE-chain", "d")
     assert sc.spec_kwargs("DDTREE-16@3", "d")["speculative_ddtree_budget"] == 16
     assert sc.spec_kwargs("no-spec@2", "d") == {}
@@ -132,26 +126,10 @@ def test_step_cost_rejects_bad_configs(tmp_path, cfg, msg):
     assert not (tmp_path / "sc.json").exists()
 
 
-def test_trace_difference_below_noise_is_flagged():
-    """Two traced passes differenced per step: a positive total is a time; a total that is not
-    positive (the longer pass summed less, noise) is flagged as measuring nothing."""
-    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
-    from trace_summary import per_step
-
-    ok = per_step({"a": 1000.0, "b": 500.0}, {"a": 4000.0, "b": 400.0}, 1, 4)
-    assert ok["ms_per_step"] == round((3000 - 100) / 3 / 1e3, 4) and "noise" not in ok
-    assert ok["top"] == [["a", 1.0]]  # the negative name is left out of the list
-    bad = per_step({"a": 5000.0}, {"a": 4000.0}, 1, 7)
-    assert bad["ms_per_step"] < 0 and "measure nothing" in bad["noise"]
-    with pytest.raises(ValueError, match="more decode steps"):
-        per_step({}, {}, 3, 3)
-
-
 def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
     """auto_verdict.py compares auto with the cheapest fixed choice per concurrency (ms per
     committed token) and calls a gap noise only within the larger of the rounds' spread and the
     spread between engines of one configuration; without repeats it gives no noise verdict."""
-    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
     import auto_verdict as av
 
     def row(cfg, c, ms, rounds=None, tps=1.0):

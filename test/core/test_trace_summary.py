@@ -69,3 +69,13 @@ def test_bad_inputs_fail_clearly(tmp_path):
         (tmp_path / name).write_text("{}")
     with pytest.raises(ValueError, match="2 traces"):
         ts.find_trace(tmp_path)
+
+
+def test_difference_below_noise_is_flagged():
+    """A positive total is a time; a total that is not positive (the longer pass summed less: noise,
+    e.g. host time on a busy CPU) is flagged as measuring nothing."""
+    ok = ts.per_step({"a": 1000.0, "b": 500.0}, {"a": 4000.0, "b": 400.0}, 1, 4)
+    assert ok["ms_per_step"] == round((3000 - 100) / 3 / 1e3, 4) and "noise" not in ok
+    assert ok["top"] == [["a", 1.0]]  # the negative name is left out of the list
+    bad = ts.per_step({"a": 5000.0}, {"a": 4000.0}, 1, 7)
+    assert bad["ms_per_step"] < 0 and "measure nothing" in bad["noise"]

@@ -30,6 +30,7 @@ checks them against float64 path-by-path recurrences (on CPU through the Triton 
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 import triton
@@ -886,22 +887,28 @@ def apply_as_dependent(impl: str, apply_programs: int, device) -> bool:
     1.44 ms vs 0.68 / 0.87 / 1.58 without; bs 4, 17 / 33 nodes (384): 0.82 / 1.49 vs 0.88 / 1.51;
     from 768 programs (bs 4 at 65 nodes; bs 16) it costs: 3.33 vs 2.97; 11.21 vs 11.09 ms."""
     dev = torch.device(device)
-    if impl != "twostage" or dev.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
-        return False
-    if torch.cuda.get_device_capability(dev)[0] < 9:
+    if impl != "twostage" or _pdl_unavailable(dev) is not None:
         return False
     return apply_programs <= 3 * torch.cuda.get_device_properties(dev).multi_processor_count
 
 
-def _check_pdl(dev) -> None:
-    """``pdl=True`` needs programmatic dependent launch: a CUDA device of compute capability 9.0+
-    (the H200's sm_90, the RTX PRO 6000's sm_120), not the CPU interpreter."""
+def _pdl_unavailable(dev) -> Optional[str]:
+    """Why programmatic dependent launch cannot run on ``dev`` (None: it can): it needs a CUDA
+    device of compute capability 9.0+ (the H200's sm_90, the RTX PRO 6000's sm_120), not the CPU
+    interpreter."""
     if os.environ.get("TRITON_INTERPRET") == "1" or dev.type != "cuda":
-        raise ValueError("tree_gdn_verify: pdl=True (SGLANG_DDTREE_WY_PDL=1) needs a CUDA GPU, not the interpreter")
+        return "needs a CUDA GPU, not the interpreter"
     major, minor = torch.cuda.get_device_capability(dev)
     if major < 9:
-        raise ValueError(f"tree_gdn_verify: pdl=True (SGLANG_DDTREE_WY_PDL=1) needs compute capability 9.0+, "
-                         f"this GPU is {major}.{minor}")
+        return f"needs compute capability 9.0+, this GPU is {major}.{minor}"
+    return None
+
+
+def _check_pdl(dev) -> None:
+    """``pdl=True`` where PDL cannot run is an error naming the switch, not a quiet plain launch."""
+    why = _pdl_unavailable(dev)
+    if why is not None:
+        raise ValueError(f"tree_gdn_verify: pdl=True (SGLANG_DDTREE_WY_PDL=1) {why}")
 
 
 def _out_buffer(buf, shape, dev, name):
