@@ -160,7 +160,9 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                          block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
                                          qk_block=qk_block, prep_warps=prep_warps,
                                          pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
-                                         pdl=True if "pdl" in flags else False if "nopdl" in flags else None)
+                                         pdl=True if "pdl" in flags else False if "nopdl" in flags else None,
+                                         solve_precision="bf16x3" if "solvebf16" in flags else None,
+                                         state_parts=2 if "parts2" in flags else None)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -308,7 +310,7 @@ def main():
                          "twostage:64:32:4:15::::pairs+pdl; flags: pairs / nopairs = pair products inside the "
                          "twostage prep / in a kernel of their own, neither = the kernel's default; pdl / nopdl = the "
                          "apply pass launched as a programmatic dependent of the prep / plainly, neither = the kernel's "
-                         "default)")
+                         "default; solvebf16 = solve_precision bf16x3; parts2 = state_parts 2)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

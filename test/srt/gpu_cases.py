@@ -152,6 +152,11 @@ CASES = {
     "ddtree32-qwen35-wy-cudacommit": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                 disable_radix_cache=True),
                                       {"env": {"SGLANG_DDTREE_WY_COMMIT": "cuda"}}),
+    # 65-node trees with the verify's fast products (session 12): fp32-by-fp32 products from two
+    # bf16 parts each, the state in two bf16 parts (~2^-16 relative per product instead of fp32).
+    "ddtree64-qwen35-wy-fast": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          disable_radix_cache=True),
+                                {"env": {"SGLANG_DDTREE_WY_SOLVE_PRECISION": "bf16x3", "SGLANG_DDTREE_WY_STATE_PARTS": "2"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",

@@ -66,6 +66,11 @@ PDL_ENV = "SGLANG_DDTREE_WY_PDL"
 # Developer knob: "1" / "0" forces the tree conv's token tiles over the flattened batch or per
 # tree (``tree_conv(flat=...)``); unset: flat for more than one tree.
 CONV_FLAT_ENV = "SGLANG_DDTREE_WY_CONV_FLAT"
+# Developer knobs: the precision of the verify's fp32-by-fp32 products (``tree_gdn_verify(
+# solve_precision=...)``: "tf32x3" / "bf16x3" / "ieee"; unset: the kernel's default) and the bf16
+# parts the state is split in for the state products (``state_parts``: "3" / "2"; unset: 3).
+SOLVE_PRECISION_ENV = "SGLANG_DDTREE_WY_SOLVE_PRECISION"
+STATE_PARTS_ENV = "SGLANG_DDTREE_WY_STATE_PARTS"
 
 
 def _env_flag(name: str) -> Optional[bool]:
@@ -91,8 +96,18 @@ def _kernel_options() -> Dict[str, Any]:
         if why is not None:
             raise RuntimeError(f"{COMMIT_ENV}=cuda: the CUDA tree kernels cannot be used here ({why}); "
                                f"unset {COMMIT_ENV} for the Triton commit")
+    from ..kernels.gdn_tree_triton import SOLVE_PRECISIONS
+
+    solve = os.environ.get(SOLVE_PRECISION_ENV) or None
+    if solve is not None and solve not in SOLVE_PRECISIONS:
+        raise ValueError(f"{SOLVE_PRECISION_ENV} must be one of {SOLVE_PRECISIONS} (unset: the kernel's default), "
+                         f"got {solve!r}")
+    parts = os.environ.get(STATE_PARTS_ENV) or None
+    if parts is not None and parts not in ("2", "3"):
+        raise ValueError(f"{STATE_PARTS_ENV} must be 2 or 3 (unset: the kernel's default), got {parts!r}")
     return dict(commit=commit, precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
-                pairs_in_prep=_env_flag(PAIRS_ENV), pdl=_env_flag(PDL_ENV), flat_conv=_env_flag(CONV_FLAT_ENV))
+                pairs_in_prep=_env_flag(PAIRS_ENV), pdl=_env_flag(PDL_ENV), flat_conv=_env_flag(CONV_FLAT_ENV),
+                solve_precision=solve, state_parts=None if parts is None else int(parts))
 
 
 def wy_check_enabled() -> bool:
@@ -181,7 +196,8 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
                               precision=opts["precision"], u_out=u_out, G_out=G_out, impl=opts["impl"],
-                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"])
+                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"],
+                              solve_precision=opts["solve_precision"], state_parts=opts["state_parts"])
     wy.saved[li] = (layer, cache, slots)
     return o
 

@@ -39,6 +39,8 @@ import triton.language as tl
 L2_EPS = 1e-6
 # ``tree_gdn_verify``'s precisions (Triton ``input_precision`` of the products, see there).
 PRECISIONS = ("bf16x3", "tf32x3", "ieee")
+# ``tree_gdn_verify``'s ``solve_precision`` (products of two fp32 tiles, :func:`_dotf`).
+SOLVE_PRECISIONS = ("tf32x3", "bf16x3", "ieee")
 
 
 @triton.jit
@@ -81,6 +83,29 @@ def _dot16(a, b, RAW16: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32))
     else:
         return tl.dot(a, b)
+
+
+# How a product of two bf16 tiles runs inside :func:`_dotf`: 2 in the Triton interpreter (whose
+# dot multiplies bf16 bit patterns as integers, see :func:`_dot16`), else 1.
+_D16 = tl.constexpr(2 if os.environ.get("TRITON_INTERPRET") == "1" else 1)
+
+
+@triton.jit
+def _dotf(a, b, PREC: tl.constexpr):
+    """Product of two fp32 tiles at ``PREC``: Triton's ``input_precision`` ("tf32x3", "ieee"), or
+    "bf16x3": each operand split in a bf16 high part and a bf16 remainder, three bf16
+    tensor-core products (``lo.hi + hi.lo + hi.hi``, smallest first; the ``lo.lo`` term and the
+    remainders' own rounding leave ~2^-16 relative error, against tf32x3's ~2^-21, at half its
+    tensor-core time: bf16 runs at twice the tf32 rate on sm_90 and sm_120). Written out rather
+    than Triton's own "bf16x3" so that the interpreter runs the same rounding."""
+    if PREC == "bf16x3":
+        ah = a.to(tl.bfloat16)
+        al = (a - ah.to(tl.float32)).to(tl.bfloat16)
+        bh = b.to(tl.bfloat16)
+        bl = (b - bh.to(tl.float32)).to(tl.bfloat16)
+        return (_dot16(al, bh, _D16) + _dot16(ah, bl, _D16)) + _dot16(ah, bh, _D16)
+    else:
+        return tl.dot(a, b, input_precision=PREC)
 
 
 @triton.jit
@@ -134,8 +159,8 @@ def _pair_block(p_q, p_k, anc_b, rows, cols, N, scale, H: tl.constexpr, K: tl.co
         kk = _dot16(k_i, tl.trans(k_j), RAW16)
         qk = _dot16(q_i, tl.trans(k_j), RAW16)
     else:
-        kk = tl.dot(k_i, tl.trans(k_j), input_precision=PREC)
-        qk = tl.dot(q_i, tl.trans(k_j), input_precision=PREC)
+        kk = _dotf(k_i, tl.trans(k_j), PREC)
+        qk = _dotf(q_i, tl.trans(k_j), PREC)
     kk = tl.where(anc_ij, kk * rk_i[:, None] * rk_j[None, :], 0.0)
     qk = tl.where(anc_ij, qk * rq_i[:, None] * rk_j[None, :], 0.0)
     return kk, qk
@@ -188,12 +213,13 @@ def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, 
 def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                           H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                           BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr,
-                          PREC: tl.constexpr, RAW16: tl.constexpr):
+                          PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr = 3):
     """``kn S0`` and ``scale * qn S0`` for the chunk's rows ([BT, BV] each, normalised keys and
     queries), over K in slices of BKC so only [BT, BKC] tiles are live. The raw rows go into the products and the norms scale
-    the results. RAW16 (bf16 q/k, exact bf16 operands): each state slice split in three bf16
-    parts, three bf16 tensor-core products (fp32-accurate, half the tensor-core time of
-    tf32x3's three tf32 passes); else PREC on fp32 operands."""
+    the results. RAW16 (bf16 q/k, exact bf16 operands): each state slice split in PARTS (3 or
+    2) bf16 parts, one bf16 tensor-core product each (3: fp32-accurate, half the tensor-core
+    time of tf32x3's three tf32 passes; 2: the state to ~16 bits, a third less); else PREC on
+    fp32 operands."""
     kss = tl.zeros([BT], dtype=tl.float32)
     qss = tl.zeros([BT], dtype=tl.float32)
     kS = tl.zeros([BT, BV], dtype=tl.float32)
@@ -213,11 +239,15 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
                       mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
         if RAW16:
             s1, s2, s3 = _split3(S0c)
-            kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
-            qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
+            if PARTS == 2:
+                kS += _dot16(kr, s2, RAW16) + _dot16(kr, s1, RAW16)
+                qS += _dot16(qr, s2, RAW16) + _dot16(qr, s1, RAW16)
+            else:
+                kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
+                qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
         else:
-            kS += tl.dot(krf, S0c, input_precision=PREC)
-            qS += tl.dot(qrf, S0c, input_precision=PREC)
+            kS += _dotf(krf, S0c, PREC)
+            qS += _dotf(qrf, S0c, PREC)
     return kS * (1.0 / tl.sqrt(kss + 1e-6))[:, None], qS * (scale / tl.sqrt(qss + 1e-6))[:, None]
 
 
@@ -286,15 +316,15 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
         # (inf * 0 = NaN): between branches G_i - G_j can be hundreds with real gates. On
         # ancestor pairs G_i - G_j <= 0 (every g <= 0), so clamping at 0 changes nothing there.
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
-        rhs -= tl.dot(beta_i[:, None] * dec * kk, u_j, input_precision=PREC)
-        acc += tl.dot(qk * dec, u_j, input_precision=PREC)
+        rhs -= _dotf(beta_i[:, None] * dec * kk, u_j, PREC)
+        acc += _dotf(qk * dec, u_j, PREC)
     A_ii, Q_ii = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
-    u_i = rhs - tl.dot(A_ii, rhs, input_precision=PREC)
+    u_i = rhs - _dotf(A_ii, rhs, PREC)
     Ap = A_ii
     for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to the path length
-        Ap = tl.dot(Ap, Ap, input_precision=PREC)
-        u_i = u_i + tl.dot(Ap, u_i, input_precision=PREC)
-    acc += tl.dot(Q_ii, u_i, input_precision=PREC)
+        Ap = _dotf(Ap, Ap, PREC)
+        u_i = u_i + _dotf(Ap, u_i, PREC)
+    acc += _dotf(Q_ii, u_i, PREC)
     tl.store(o + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], acc.to(o.dtype.element_ty),
              mask=m_r[:, None] & m_v[None, :])
     tl.store(u_buf + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :], u_i, mask=m_r[:, None] & m_v[None, :])
@@ -309,7 +339,7 @@ def _tree_gdn_fwd_kernel(
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
-    BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr,
 ):
     """impl "fused": grid (V tiles, bs * HV); each program walks its head's node chunks in
     order, forming each chunk's state products and solving it. The node-pair products come
@@ -328,7 +358,7 @@ def _tree_gdn_fwd_kernel(
         m_r = rows < N
         G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
         beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
         _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
@@ -342,7 +372,7 @@ def _tree_state_products_kernel(
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
-    PREC: tl.constexpr, RAW16: tl.constexpr,
+    PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr,
 ):
     """impl "split", first pass, grid (V tiles, bs * HV, chunks): every chunk's state products
     and path decays at once (nothing here depends on other chunks' results)."""
@@ -353,7 +383,7 @@ def _tree_state_products_kernel(
     m_r = rows < N
     tok0 = i_b * N
     kS, qS = _chunk_state_products(k + (tok0 * H + i_h) * K, q + (tok0 * H + i_h) * K, state, slot, i_hv, rows,
-                                   m_r, o_v, m_v, scale, H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+                                   m_r, o_v, m_v, scale, H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
     off = ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :]
     m_o = m_r[:, None] & m_v[None, :]
     tl.store(ks_buf + off, kS, mask=m_o)
@@ -446,8 +476,8 @@ def _prep_pairs(p_q, p_k, anc_b, rows, m_r, N, scale, H: tl.constexpr, K: tl.con
             kk += _dot16(kr, tl.trans(kr), RAW16)
             qk += _dot16(qr, tl.trans(kr), RAW16)
         else:
-            kk += tl.dot(krf, tl.trans(krf), input_precision=PREC)
-            qk += tl.dot(qrf, tl.trans(krf), input_precision=PREC)
+            kk += _dotf(krf, tl.trans(krf), PREC)
+            qk += _dotf(qrf, tl.trans(krf), PREC)
         qss += tl.sum(qrf * qrf, 1)
         k_0r = tl.load(p_k + o_kc, mask=m_kc, other=0.0)
         k_0 = k_0r.to(tl.float32)
@@ -460,8 +490,8 @@ def _prep_pairs(p_q, p_k, anc_b, rows, m_r, N, scale, H: tl.constexpr, K: tl.con
             k0q += tl.sum(_dot16(qr, b0, RAW16), 1)
         else:
             b0 = tl.where(tl.arange(0, 16)[None, :] == 0, k_0[:, None], 0.0)
-            k0k += tl.sum(tl.dot(krf, b0, input_precision=PREC), 1)
-            k0q += tl.sum(tl.dot(qrf, b0, input_precision=PREC), 1)
+            k0k += tl.sum(_dotf(krf, b0, PREC), 1)
+            k0q += tl.sum(_dotf(qrf, b0, PREC), 1)
         k0ss += k_0 * k_0
         q0ss += q_0 * q_0
         q0k0 += q_0 * k_0
@@ -485,8 +515,8 @@ def _unit_lower_inverse(A, eye, NSQ: tl.constexpr, PREC: tl.constexpr):
     Tm = tl.where(eye, 1.0, 0.0) - A
     Ap = A
     for _ in tl.static_range(NSQ):  # T = (I - A)(I + A^2)(I + A^4)...
-        Ap = tl.dot(Ap, Ap, input_precision=PREC)
-        Tm = Tm + tl.dot(Ap, Tm, input_precision=PREC)
+        Ap = _dotf(Ap, Ap, PREC)
+        Tm = Tm + _dotf(Ap, Tm, PREC)
     return Tm
 
 
@@ -558,7 +588,7 @@ def _tree_twostage_apply_kernel(
     N, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
-    RAW16: tl.constexpr, PDL: tl.constexpr,
+    RAW16: tl.constexpr, PDL: tl.constexpr, PARTS: tl.constexpr,
 ):
     """impl "twostage", second pass, grid (V tiles, bs * HV): the root from S0 alone, then all
     other nodes at once: ``u = T rhs - (T c) u_root`` and
@@ -578,7 +608,7 @@ def _tree_twostage_apply_kernel(
     p_k = k + (tok0 * H + i_h) * K
     if PDL:
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
         tl.extra.cuda.gdc_wait()  # the prep's outputs are read from here on
     kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
     G_r = tl.load(g_buf + tok0 * HV + i_hv)
@@ -594,12 +624,12 @@ def _tree_twostage_apply_kernel(
     m_o = m_r[:, None] & m_v[None, :]
     if not PDL:  # (the order the default was timed with)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
-                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16)
+                                       H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
     beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
     tc = tl.load(c0 + o_t)
     pc = tl.load(c0 + BT + o_t)
-    u = tl.dot(tl.load(t_buf + mat), rhs, input_precision=PREC) - tc[:, None] * u_r[None, :]
-    acc += tl.dot(tl.load(qc_buf + mat), u, input_precision=PREC) + pc[:, None] * u_r[None, :]
+    u = _dotf(tl.load(t_buf + mat), rhs, PREC) - tc[:, None] * u_r[None, :]
+    acc += _dotf(tl.load(qc_buf + mat), u, PREC) + pc[:, None] * u_r[None, :]
     tl.store(o + off, acc.to(o.dtype.element_ty), mask=m_o)
     tl.store(u_buf + off, u, mask=m_o)
 
@@ -935,7 +965,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None, pdl=None):
+                    pairs_in_prep=None, pdl=None, solve_precision=None, state_parts=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -969,6 +999,13 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``pdl`` ("twostage" only, compute capability 9.0+): the apply pass is launched as a
     programmatic dependent of the prep (CUDA PDL) and forms its state products while the prep
     runs, waiting only for what the prep writes; None (default): :func:`apply_as_dependent`.
+    ``solve_precision``: the precision of the products of two fp32 tiles (the solve and
+    ``(I + A)^-1``; with fp32 q/k their products too): "tf32x3" (default; "ieee" under
+    ``precision="ieee"``), "ieee" or "bf16x3" (each operand split in two bf16 parts, three bf16
+    products: ~2^-16 relative per product against tf32x3's ~2^-21, at half its tensor-core
+    time, :func:`_dotf`). ``state_parts`` (bf16 q/k under "bf16x3" only): the state products
+    with the state split in 3 bf16 parts (default: fp32-accurate) or 2 (~2^-16, a third fewer
+    products).
     Two more options were timed and removed: ``split_qk`` (the apply pass forming the key
     products before the query products; session 10: at most 1% at 65 nodes, slower at 33) and
     ``prep_halves`` (the prep's 64-node ``(I + A)^-1`` from its two 32-node halves; session 11:
@@ -989,7 +1026,14 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     raw16 = int(precision == "bf16x3" and q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16)
     if raw16 and os.environ.get("TRITON_INTERPRET") == "1":
         raw16 = 2  # see _dot16
-    precision = "tf32x3" if precision == "bf16x3" else precision
+    if solve_precision is None:
+        solve_precision = "ieee" if precision == "ieee" else "tf32x3"
+    if solve_precision not in SOLVE_PRECISIONS:
+        raise ValueError(f"tree_gdn_verify: solve_precision must be one of {SOLVE_PRECISIONS}, got {solve_precision!r}")
+    state_parts = 3 if state_parts is None else int(state_parts)
+    if state_parts not in (2, 3):
+        raise ValueError(f"tree_gdn_verify: state_parts must be 2 or 3, got {state_parts}")
+    precision = solve_precision
     dev = v.device
     o = torch.empty_like(v)
     u = _out_buffer(u_out, (bs, N, HV, V), dev, "u_out")
@@ -1038,7 +1082,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
             c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
-            PREC=precision, RAW16=raw16, PDL=pdl, num_warps=num_warps or 4, launch_pdl=pdl,
+            PREC=precision, RAW16=raw16, PDL=pdl, PARTS=state_parts, num_warps=num_warps or 4, launch_pdl=pdl,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
@@ -1047,7 +1091,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
             q, k, v.contiguous(), a.contiguous(), b.contiguous(),
             A_log.contiguous(), dt_bias.contiguous(), anc, state,
             state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
-            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, **common,
+            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
         )
     elif impl == "split":
         ks = torch.empty_like(u)
@@ -1055,7 +1099,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         sidx = state_idx.to(torch.int32).contiguous()
         _tree_state_products_kernel[(triton.cdiv(V, BV), bs * HV, NT)](
             q, k, a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, state, sidx, ks, qs, G,
-            N, float(scale), NT=NT, BKC=min(BK, 32), RAW16=raw16, **common,
+            N, float(scale), NT=NT, BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
         )
         _tree_gdn_solve_kernel[(triton.cdiv(V, BV), bs * HV)](
             b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
