@@ -161,8 +161,9 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                          qk_block=qk_block, prep_warps=prep_warps,
                                          pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
                                          pdl=True if "pdl" in flags else False if "nopdl" in flags else None,
-                                         solve_precision="bf16x3" if "solvebf16" in flags else None,
-                                         state_parts=2 if "parts2" in flags else None)
+                                         solve_precision=("bf16x3" if "solvebf16" in flags else
+                                                          "tf32x3" if "solvetf32" in flags else None),
+                                         state_parts=2 if "parts2" in flags else 3 if "parts3" in flags else None)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 
@@ -177,6 +178,9 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
         out["ours_gdn_only_ms_48"] = _time(lambda: ours(conv=False), iters) * LAYERS  # issue 6's goals
+        # The fp32-accurate products beside the default's (the default before session 12).
+        out["ours_gdn_only_fp32acc_ms_48"] = _time(lambda: ours(conv=False, flags=("solvetf32", "parts3")),
+                                                   iters) * LAYERS
         for name, flat in (("flat", True), ("tiles", False)):  # both tilings beside the default's pick
             out[f"ours_conv_{name}_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=flat),
                                                    iters) * LAYERS
@@ -310,7 +314,8 @@ def main():
                          "twostage:64:32:4:15::::pairs+pdl; flags: pairs / nopairs = pair products inside the "
                          "twostage prep / in a kernel of their own, neither = the kernel's default; pdl / nopdl = the "
                          "apply pass launched as a programmatic dependent of the prep / plainly, neither = the kernel's "
-                         "default; solvebf16 = solve_precision bf16x3; parts2 = state_parts 2)")
+                         "default; solvebf16 / solvetf32 = solve_precision bf16x3 / tf32x3; parts2 / parts3 = state_parts 2 / 3, "
+                         "neither = the kernel's default)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

@@ -972,10 +972,10 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``state`` is not modified (see :func:`tree_gdn_commit`). ``precision`` is Triton's
     ``input_precision`` for every product: "bf16x3" (default): with bf16 q and k, the
     products that have raw q/k on one side run on bf16 tensor cores (pair products in one
-    pass, state products over the state split in three bf16 parts; fp32-accurate, the norms
-    scale the results; H200: 1.2-1.6x faster than "tf32x3", RESULTS.md session 9) and the
-    solve's fp32 products tf32x3; with other q/k dtypes the same as "tf32x3": three tf32
-    tensor-core passes, measured as accurate as "ieee" (fp32 FMA) on the H200.
+    pass, state products over the state split in ``state_parts`` bf16 parts; the norms scale
+    the results; H200: 1.2-1.6x faster than "tf32x3", RESULTS.md session 9) and the solve's
+    fp32 products at ``solve_precision``; with other q/k dtypes the same as "tf32x3": three
+    tf32 tensor-core passes, measured as accurate as "ieee" (fp32 FMA) on the H200.
     ``impl``: "fused" (one program per head and V tile walks the node chunks, forming each
     chunk's state products on the way), "split" (all chunks' state products and decays in one
     fully parallel pass, then the walk does only the substitution), "twostage" (trees of at
@@ -1000,12 +1000,16 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     programmatic dependent of the prep (CUDA PDL) and forms its state products while the prep
     runs, waiting only for what the prep writes; None (default): :func:`apply_as_dependent`.
     ``solve_precision``: the precision of the products of two fp32 tiles (the solve and
-    ``(I + A)^-1``; with fp32 q/k their products too): "tf32x3" (default; "ieee" under
-    ``precision="ieee"``), "ieee" or "bf16x3" (each operand split in two bf16 parts, three bf16
-    products: ~2^-16 relative per product against tf32x3's ~2^-21, at half its tensor-core
-    time, :func:`_dotf`). ``state_parts`` (bf16 q/k under "bf16x3" only): the state products
-    with the state split in 3 bf16 parts (default: fp32-accurate) or 2 (~2^-16, a third fewer
-    products).
+    ``(I + A)^-1``; with fp32 q/k their products too): "bf16x3" (each operand split in two bf16
+    parts, three bf16 products: ~2^-16 relative per product against tf32x3's ~2^-21, at half
+    its tensor-core time, :func:`_dotf`), "tf32x3" or "ieee"; None: "bf16x3" under
+    ``precision="bf16x3"``, "ieee" under "ieee", else "tf32x3". ``state_parts`` (bf16 q/k under
+    "bf16x3" only): the state products with the state split in 3 bf16 parts (fp32-accurate) or
+    2 (~2^-16, a third fewer products); None: 2 under "bf16x3". Both defaults from the H200 at
+    Qwen3.6-27B shapes (RESULTS.md session 12, 65 nodes, bs 1 / 4 / 16 / 64: 1.04 / 2.41 / 8.26 /
+    30.15 ms vs 1.41 / 3.24 / 10.07 / 36.14 with tf32x3 and three parts); committed states
+    within ~4e-6 of the float64 path reference there vs ~1.4e-7 (bf16 outputs: unchanged).
+    ``solve_precision="tf32x3", state_parts=3`` is the fp32-accurate choice.
     Two more options were timed and removed: ``split_qk`` (the apply pass forming the key
     products before the query products; session 10: at most 1% at 65 nodes, slower at 33) and
     ``prep_halves`` (the prep's 64-node ``(I + A)^-1`` from its two 32-node halves; session 11:
@@ -1027,10 +1031,12 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if raw16 and os.environ.get("TRITON_INTERPRET") == "1":
         raw16 = 2  # see _dot16
     if solve_precision is None:
-        solve_precision = "ieee" if precision == "ieee" else "tf32x3"
+        solve_precision = {"bf16x3": "bf16x3", "ieee": "ieee"}.get(precision, "tf32x3")
     if solve_precision not in SOLVE_PRECISIONS:
         raise ValueError(f"tree_gdn_verify: solve_precision must be one of {SOLVE_PRECISIONS}, got {solve_precision!r}")
-    state_parts = 3 if state_parts is None else int(state_parts)
+    if state_parts is None:
+        state_parts = 2 if precision == "bf16x3" else 3
+    state_parts = int(state_parts)
     if state_parts not in (2, 3):
         raise ValueError(f"tree_gdn_verify: state_parts must be 2 or 3, got {state_parts}")
     precision = solve_precision
