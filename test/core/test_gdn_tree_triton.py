@@ -833,26 +833,41 @@ def test_prep_forms_pairs_past_33_nodes(kern, monkeypatch):
 
 
 def test_commit_mode_knob(monkeypatch):
-    """SGLANG_DDTREE_WY_COMMIT: unset or "fused" / "per-layer" / "cuda"; anything else, or "cuda"
-    where the CUDA extension cannot load, is an error naming the variable — never a quiet
-    fallback to another kernel."""
+    """SGLANG_DDTREE_WY_COMMIT: unset -> "cuda" where the CUDA extension loads, else "fused"
+    (Triton: the fallback issue 6 asks for); "fused" / "per-layer" / "cuda" force; anything
+    else, or "cuda" where the extension cannot load, is an error naming the variable — never a
+    quiet fallback to another kernel. Whether it loads is asked once per process."""
     from sglang_ddtree.compat import gdn_wy
     from sglang_ddtree.kernels import tree_cuda
 
+    asked = []
+
+    def fake(why):
+        def available():
+            asked.append(why)
+            return why
+        monkeypatch.setattr(tree_cuda, "available", available)
+        gdn_wy._cuda_commit_unavailable.cache_clear()
+
     monkeypatch.delenv(gdn_wy.COMMIT_ENV, raising=False)
+    fake("no CUDA device")
     assert gdn_wy._kernel_options()["commit"] == "fused"
-    for val in ("fused", "per-layer"):
+    assert gdn_wy._kernel_options()["commit"] == "fused" and len(asked) == 1  # asked once
+    fake(None)
+    assert gdn_wy._kernel_options()["commit"] == "cuda"
+    for val in ("fused", "per-layer", "cuda"):
         monkeypatch.setenv(gdn_wy.COMMIT_ENV, val)
         assert gdn_wy._kernel_options()["commit"] == val
     monkeypatch.setenv(gdn_wy.COMMIT_ENV, "perlayer")
     with pytest.raises(ValueError, match="SGLANG_DDTREE_WY_COMMIT must be one of"):
         gdn_wy._kernel_options()
     monkeypatch.setenv(gdn_wy.COMMIT_ENV, "cuda")
-    monkeypatch.setattr(tree_cuda, "available", lambda: "no CUDA device")
+    fake("no CUDA device")
     with pytest.raises(RuntimeError, match="SGLANG_DDTREE_WY_COMMIT=cuda: .*no CUDA device"):
         gdn_wy._kernel_options()
-    monkeypatch.setattr(tree_cuda, "available", lambda: None)
-    assert gdn_wy._kernel_options()["commit"] == "cuda"
+    monkeypatch.setenv(gdn_wy.COMMIT_ENV, "fused")
+    assert gdn_wy._kernel_options()["commit"] == "fused"
+    gdn_wy._cuda_commit_unavailable.cache_clear()  # the next test asks the real extension again
 
 
 def test_solve_precision_and_state_parts_knobs(monkeypatch):
