@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 12, device call 3 (session 11's next-call2.sh; the defaults of session 12: fast verify products, CUDA commit) (nvidia-h200), alone on the GPU: issue 7's
+# Prepared in session 12 (not run: no device lent after call 2), next device call (session 11's next-call2.sh; the defaults of session 12: fast verify products, CUDA commit) (nvidia-h200), alone on the GPU: issue 7's
 # noise question at 4 requests. Session 11 call 2 had budget auto 0.8 ms (3.5%) a step above the
 # chain although it chose the chain on 385 of 387 steps; the spread between engines of one
 # configuration was never measured. Chain and auto twice each, alternating, in engines of their
