@@ -949,3 +949,19 @@ def test_prep_group_shares_pairs_across_value_heads(kern, pairs):
                 assert torch.equal(x, y)
     with pytest.raises(ValueError, match="prep_group must divide the 2 value heads per key head"):
         kern.tree_gdn_verify(*args, impl="twostage", prep_group=3)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="a register limit is a GPU compile option")
+@kernels_here
+def test_register_limit_changes_no_result(kern):
+    """``max_registers`` (Triton's maxnreg on the twostage kernels) only moves values between
+    registers and local memory: the same outputs as without it, at the 27B's head shapes."""
+    trees = _trees(65)[2:]  # the builder's trees (paths within the depth bound)
+    q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(2, 65, 16, 48, 128, 128, torch.bfloat16, slots=3)
+    anc = torch.stack([t[1] for t in trees])
+    args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc, state)] + [torch.tensor([2, 0], device=DEV)]
+    free = kern.tree_gdn_verify(*args, impl="twostage")
+    tight = kern.tree_gdn_verify(*args, impl="twostage", max_registers=168)
+    for x, y in zip(free, tight):
+        assert not torch.isnan(y).any()
+        torch.testing.assert_close(y.float(), x.float(), rtol=1e-6, atol=1e-6)

@@ -983,7 +983,8 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None, pdl=None, solve_precision=None, state_parts=None, prep_group=None):
+                    pairs_in_prep=None, pdl=None, solve_precision=None, state_parts=None, prep_group=None,
+                    max_registers=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -1030,7 +1031,10 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``solve_precision="tf32x3", state_parts=3`` is the fp32-accurate choice. ``prep_group``
     ("twostage" only): value heads per prep program, a divisor of ``HV / H`` (default 1): the
     heads of one key head share their pair products (formed or read once), solved one after
-    another in one program (fewer programs, less pair work).
+    another in one program (fewer programs, less pair work). ``max_registers`` ("twostage" only,
+    GPU): the register limit per thread of its two kernels (Triton's ``maxnreg``; default the
+    compiler's: 255 at 4 warps, two programs per SM) — fewer registers, more programs per SM,
+    more spills.
     Two more options were timed and removed: ``split_qk`` (the apply pass forming the key
     products before the query products; session 10: at most 1% at 65 nodes, slower at 33) and
     ``prep_halves`` (the prep's 64-node ``(I + A)^-1`` from its two 32-node halves; session 11:
@@ -1109,16 +1113,18 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
         qc_buf = torch.empty_like(t_buf)
         c_buf = torch.empty(bs * HV, 3, bt, dtype=torch.float32, device=dev)
+        limit = {} if max_registers is None else {"maxnreg": int(max_registers)}
         _tree_twostage_prep_kernel[(bs * HV // group,)](
             q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
             qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
             PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, GROUP=group,
-            num_warps=prep_warps or num_warps or 4,
+            num_warps=prep_warps or num_warps or 4, **limit,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
             c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
             PREC=precision, RAW16=raw16, PDL=pdl, PARTS=state_parts, num_warps=num_warps or 4, launch_pdl=pdl,
+            **limit,
         )
         return o, u, G
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=precision, num_warps=num_warps or 4)
