@@ -798,7 +798,7 @@ def test_auto_impl_follows_the_h200_timings(kern, monkeypatch):
     assert kern.pick_impl(1, 65, 48, 128, "cuda") == ("twostage", 32, 16)      # 96 programs: narrow tiles
     assert kern.pick_impl(4, 65, 48, 128, "cuda") == ("twostage", 32, 16)      # 384 programs, < 4 per SM
     assert kern.pick_impl(1, 33, 48, 128, "cuda") == ("twostage", 64, 16)      # small trees: wide tiles
-    assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 64, 64)     # 1040 tree tokens
+    assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 32, 64)     # 1040 tree tokens; + register limit
     assert kern.pick_impl(16, 33, 48, 128, "cuda") == ("twostage", 64, 64)
     assert kern.pick_impl(16, 17, 48, 128, "cuda") == ("twostage", 64, 16)
     assert kern.pick_impl(1, 17, 48, 128, "cuda") == ("twostage", 32, 16)      # 17 nodes, 96 programs < SMs
@@ -810,8 +810,28 @@ def test_auto_impl_follows_the_h200_timings(kern, monkeypatch):
     # fits with bf16 operands (53 KiB), not with fp32 ones (128 KiB).
     blackwell = types.SimpleNamespace(multi_processor_count=188, shared_memory_per_block_optin=101376)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: blackwell)
-    assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 64, 64)
-    assert kern.pick_impl(16, 65, 48, 128, "cuda", raw16=False) == ("twostage", 64, 16)
+    assert kern.pick_impl(16, 65, 48, 128, "cuda") == ("twostage", 32, 64)
+    assert kern.pick_impl(16, 65, 48, 128, "cuda", raw16=False) == ("twostage", 32, 16)
+
+
+def test_register_limit_rule(kern, monkeypatch):
+    """168 registers for the twostage kernels past 33 nodes with 32-wide tiles from 4 programs
+    (of 64-wide tiles) per SM — where the H200 timed it faster (bs 16 / 64) — else none (bs 1 /
+    4, 33-node trees, 64-wide tiles, other impls, the interpreter)."""
+    import types
+
+    h200 = types.SimpleNamespace(multi_processor_count=132, shared_memory_per_block_optin=232448)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: h200)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert kern.register_limit("twostage", 65, 16, 48, 128, 32, "cuda") == 168
+    assert kern.register_limit("twostage", 65, 64, 48, 128, 32, "cuda") == 168
+    assert kern.register_limit("twostage", 65, 4, 48, 128, 32, "cuda") == 0     # 384 programs < 528
+    assert kern.register_limit("twostage", 65, 16, 48, 128, 64, "cuda") == 0    # 64-wide tiles: slower with it
+    assert kern.register_limit("twostage", 33, 16, 48, 128, 32, "cuda") == 0
+    assert kern.register_limit("fused", 65, 16, 48, 128, 32, "cuda") == 0
+    assert kern.register_limit("twostage", 65, 16, 48, 128, 32, "cpu") == 0
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert kern.register_limit("twostage", 65, 16, 48, 128, 32, "cuda") == 0
 
 
 def test_prep_forms_pairs_past_33_nodes(kern, monkeypatch):

@@ -893,9 +893,10 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     - one 16-node chunk (chains): "fused" (bs 1 / 4 / 16: 0.50 / 0.73 / 2.77 ms vs twostage
       0.67 / 1.00 / 2.87);
     - trees of at most 65 nodes: "twostage" (bs 16, 65 nodes: 11.1 vs fused 18.2 ms; bs 1:
-      1.7 vs 2.2), with 32-wide value tiles for trees past 33 nodes while its grid
-      (``bs * HV * V / 64`` programs) is under 4 per SM (65 nodes, bs 1 / 4: 1.69 / 3.37 vs
-      1.93 / 3.68; at 33 nodes 64 wins: bs 1 1.14 vs 1.21), and for trees of at most 17
+      1.7 vs 2.2), with 32-wide value tiles for trees past 33 nodes (65 nodes, bs 1 / 4: 1.69 /
+      3.37 vs 1.93 / 3.68; from 4 programs of ``bs * HV * V / 64`` per SM with the register
+      limit of :func:`register_limit`, session 12: bs 16 / 64 7.79 / 29.34 vs 64-wide 8.39 /
+      31.06; at 33 nodes 64 wins: bs 1 1.14 vs 1.21), and for trees of at most 17
       nodes while under one program per SM (bs 1, 17 nodes: 0.69 vs 0.78 ms in session 10,
       0.75 vs 0.81 in session 9; bs 4: 64 wins, 1.02 vs 1.17), and 64-node pair-product tiles
       from 528 tree tokens up where the shared memory allows (with ``raw16``, bf16 q/k, the
@@ -913,7 +914,9 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
         smem = QK64_SMEM_RAW16 if raw16 else QK64_SMEM
         big_tile = getattr(props, "shared_memory_per_block_optin", 0) >= smem and bs * n_nodes >= 528
         sms = props.multi_processor_count
-        narrow = (n_nodes > 33 and programs < 4 * sms) or (n_nodes <= 17 and programs < sms)
+        # Past 33 nodes 32-wide tiles everywhere: under 4 programs per SM as timed in session 9,
+        # from there with the register limit of :func:`register_limit` (session 12).
+        narrow = n_nodes > 33 or (n_nodes <= 17 and programs < sms)
         return "twostage", 32 if narrow else 64, 64 if big_tile else 16
     return ("split" if programs < props.multi_processor_count else "fused"), 64, None
 
@@ -938,6 +941,21 @@ def apply_as_dependent(impl: str, apply_programs: int, device) -> bool:
     if impl != "twostage" or _pdl_unavailable(dev) is not None:
         return False
     return apply_programs <= 3 * torch.cuda.get_device_properties(dev).multi_processor_count
+
+
+def register_limit(impl: str, n_nodes: int, bs: int, num_v_heads: int, v_dim: int, block_v: int, device) -> int:
+    """``max_registers`` for ``max_registers=None`` (0: the compiler's own, 255 at 4 warps): 168
+    for "twostage" past 33 nodes with 32-wide value tiles where ``bs * HV * V / 64`` is at least
+    4 programs per SM — three programs per SM instead of two, more spills. H200, Qwen3.6-27B
+    shapes, 48 layers, 65 nodes (RESULTS.md session 12, call 3): bs 16 / 64 7.79 / 29.34 ms vs
+    8.39 / 31.06 with 64-wide tiles and no limit (the default before); 64-wide tiles at 168:
+    9.65 / 36.30; bs 4 (under the bound) 2.38 vs 2.41; bs 1 1.25 vs 1.08."""
+    dev = torch.device(device)
+    if impl != "twostage" or n_nodes <= 33 or block_v != 32 or dev.type != "cuda" \
+            or os.environ.get("TRITON_INTERPRET") == "1":
+        return 0
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    return 168 if bs * num_v_heads * triton.cdiv(v_dim, 64) >= 4 * sms else 0
 
 
 def _pdl_unavailable(dev) -> Optional[str]:
@@ -1031,10 +1049,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     ``solve_precision="tf32x3", state_parts=3`` is the fp32-accurate choice. ``prep_group``
     ("twostage" only): value heads per prep program, a divisor of ``HV / H`` (default 1): the
     heads of one key head share their pair products (formed or read once), solved one after
-    another in one program (fewer programs, less pair work). ``max_registers`` ("twostage" only,
-    GPU): the register limit per thread of its two kernels (Triton's ``maxnreg``; default the
-    compiler's: 255 at 4 warps, two programs per SM) — fewer registers, more programs per SM,
-    more spills.
+    another in one program (fewer programs, less pair work; session 12: slower at every batch,
+    bs 1 / 16 2.62 / 8.56 ms vs 1.28 / 8.39). ``max_registers`` ("twostage" only, GPU): the
+    register limit per thread of its two kernels (Triton's ``maxnreg``; 0: the compiler's, 255
+    at 4 warps, two programs per SM) — fewer registers, more programs per SM, more spills;
+    None (default): :func:`register_limit`.
     Two more options were timed and removed: ``split_qk`` (the apply pass forming the key
     products before the query products; session 10: at most 1% at 65 nodes, slower at 33) and
     ``prep_halves`` (the prep's 64-node ``(I + A)^-1`` from its two 32-node halves; session 11:
@@ -1113,7 +1132,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         t_buf = torch.empty(bs * HV, bt, bt, dtype=torch.float32, device=dev)
         qc_buf = torch.empty_like(t_buf)
         c_buf = torch.empty(bs * HV, 3, bt, dtype=torch.float32, device=dev)
-        limit = {} if max_registers is None else {"maxnreg": int(max_registers)}
+        if max_registers is None:
+            max_registers = register_limit(impl, N, bs, HV, V, BV, dev)
+        limit = {"maxnreg": int(max_registers)} if max_registers else {}
         _tree_twostage_prep_kernel[(bs * HV // group,)](
             q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
             qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
