@@ -164,7 +164,6 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                          solve_precision=("bf16x3" if "solvebf16" in flags else
                                                           "tf32x3" if "solvetf32" in flags else None),
                                          state_parts=2 if "parts2" in flags else 3 if "parts3" in flags else None,
-                                         prep_group=next((int(f[5:]) for f in flags if f.startswith("group")), None),
                                          max_registers=next((int(f[4:]) for f in flags if f.startswith("nreg")), None))
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
@@ -317,7 +316,7 @@ def main():
                          "twostage prep / in a kernel of their own, neither = the kernel's default; pdl / nopdl = the "
                          "apply pass launched as a programmatic dependent of the prep / plainly, neither = the kernel's "
                          "default; solvebf16 / solvetf32 = solve_precision bf16x3 / tf32x3; parts2 / parts3 = state_parts 2 / 3, "
-                         "neither = the kernel's default; groupG = prep_group G; nregR = max_registers R)")
+                         "neither = the kernel's default; nregR = max_registers R, nreg0 = none)")
     ap.add_argument("--profile-impls", nargs="*", default=[],
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")

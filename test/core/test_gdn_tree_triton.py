@@ -946,31 +946,6 @@ def test_fast_solve_and_two_part_state(kern, impl, n, solve, parts):
         assert not torch.equal(u_def, u_acc)  # the knobs are really used
 
 
-@pytest.mark.parametrize("pairs", [True, False])
-@kernels_here
-def test_prep_group_shares_pairs_across_value_heads(kern, pairs):
-    """``prep_group``: the twostage prep solves the value heads of one key head in one program,
-    sharing their pair products. Same arithmetic per head: the same u, G and o as one head per
-    program (bit-equal in the interpreter; within fp32 rounding compiled), on 65- and 33-node
-    trees; a group that does not divide the heads per key head is refused."""
-    for n in (65, 33):
-        trees = _trees(n)[:3]
-        bs, H, HV = len(trees), 2, 4
-        q, k, v, a, b, A_log, dt_bias, state = _gdn_inputs(bs, n, H, HV, 32, 32, torch.bfloat16)
-        anc = torch.stack([t[1] for t in trees])
-        args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc, state)] + [torch.tensor([4, 0, 2], device=DEV)]
-        one = kern.tree_gdn_verify(*args, impl="twostage", pairs_in_prep=pairs, pdl=False, prep_group=1)
-        two = kern.tree_gdn_verify(*args, impl="twostage", pairs_in_prep=pairs, pdl=False, prep_group=2)
-        for x, y in zip(one, two):
-            assert not torch.isnan(y).any()
-            if HAS_CUDA:
-                torch.testing.assert_close(y.float(), x.float(), rtol=1e-6, atol=1e-6)
-            else:
-                assert torch.equal(x, y)
-    with pytest.raises(ValueError, match="prep_group must divide the 2 value heads per key head"):
-        kern.tree_gdn_verify(*args, impl="twostage", prep_group=3)
-
-
 @pytest.mark.skipif(not HAS_CUDA, reason="a register limit is a GPU compile option")
 @kernels_here
 def test_register_limit_changes_no_result(kern):

@@ -525,9 +525,9 @@ def _tree_twostage_prep_kernel(
     q, k, a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
     N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NSQ: tl.constexpr,
-    PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr, PDL: tl.constexpr, GROUP: tl.constexpr,
+    PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr, PDL: tl.constexpr,
 ):
-    """impl "twostage", first pass, grid (bs * HV / GROUP): what the solve needs that does not depend
+    """impl "twostage", first pass, grid (bs * HV): what the solve needs that does not depend
     on V, for a root (node 0) and at most BT (<= 64) other nodes. With ``A`` the strictly lower
     ``beta_i exp(G_i - G_j) kn_i.kn_j`` over the non-root nodes' ancestor pairs and ``Qc`` the
     ``exp(G_i - G_j) qn_i.kn_j`` (self included): ``T = (I + A)^-1`` (repeated squaring, the
@@ -538,66 +538,52 @@ def _tree_twostage_prep_kernel(
     too, and the root's own ``qn_root.kn_root`` (``c_buf [bs * HV, 3, BT]``: rows 0 and 1, and
     row 2 element 0). Writes G (every node, for the commit as well). PAIRS: the pair products
     are formed here from q and k (no pair kernel; each key head's are formed once per value
-    head), else read from ``kk_buf``/``qk_buf``. GROUP: value heads per program, of one key head
-    (a divisor of HV / H): the pair products formed (or read) once for all of them, the heads'
-    solves one after another. PDL: lets the apply pass launch at once."""
+    head), else read from ``kk_buf``/``qk_buf``. PDL: lets the apply pass launch at once."""
     if PDL:  # the apply pass may start its state products now (it waits for this grid's writes)
         tl.extra.cuda.gdc_launch_dependents()
-    # GROUP value heads of one key head per program (they share the pair products).
-    i_b = tl.program_id(0) // (HV // GROUP)
-    i_hv0 = (tl.program_id(0) % (HV // GROUP)) * GROUP
-    i_h = i_hv0 // (HV // H)
+    i_bh = tl.program_id(0)
+    i_b = i_bh // HV
+    i_hv = i_bh % HV
+    i_h = i_hv // (HV // H)
     o_t = tl.arange(0, BT)
     rows = 1 + o_t
     m_r = rows < N
     eye = o_t[:, None] == o_t[None, :]
     tok0 = i_b * N
     anc_b = anc + i_b.to(tl.int64) * N * N
-    pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
+    # The pair products first, then the head's decays (the order timed in session 12's calls 3-4).
     if PAIRS:
         kk, qk, kk_r, qk_r, qk_00 = _prep_pairs(q + (tok0 * H + i_h) * K, k + (tok0 * H + i_h) * K, anc_b, rows, m_r,
                                                 N, scale, H, K, BK, PREC, RAW16)
-        if GROUP > 1:
-            # Parked in the pair buffers and read back per head: kept in registers across the
-            # heads' solves they spill (AOT, sm_90: 1712 B of stack vs 880 for one head; parked: 2640,
-            # so the spills are elsewhere — the option waits for its timing, RESULTS.md session 12).
-            m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
-            tl.store(kk_buf + pair0 + (rows[:, None] * NP + rows[None, :]), kk, mask=m_p)
-            tl.store(qk_buf + pair0 + (rows[:, None] * NP + rows[None, :]), qk, mask=m_p)
-            tl.debug_barrier()
     else:
+        pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
         kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
         qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
         qk_00 = tl.load(qk_buf + pair0)
-    for j in range(GROUP):
-        if not PAIRS or GROUP > 1:
-            # (Addresses and mask formed here, int32 offsets: live across the loop they spill.)
-            m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
-            off = rows[:, None] * NP + rows[None, :]
-            kk = tl.load(kk_buf + pair0 + off, mask=m_p, other=0.0)
-            qk = tl.load(qk_buf + pair0 + off, mask=m_p, other=0.0)
-        i_hv = i_hv0 + j
-        i_bh = i_b * HV + i_hv
-        a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-        dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-        G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
-        # Two column chunks of BT cover every ancestor (columns 0 .. BT).
-        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
-        beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
-        A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
-        # Everything but T first: only A and the [BT] vector c stay live through the chain.
-        mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
-        c0 = c_buf + i_bh.to(tl.int64) * 3 * BT
-        dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
-        c = beta_i * dec_r * kk_r
-        tl.store(qc_buf + mat, Qc)
-        tl.store(c0 + BT + o_t, dec_r * qk_r)
-        tl.store(c0 + 2 * BT, qk_00)
-        tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
-        tl.store(g_buf + tok0 * HV + i_hv, G_r)
-        Tm = _unit_lower_inverse(A, eye, NSQ, PREC)
-        tl.store(t_buf + mat, Tm)
-        tl.store(c0 + o_t, tl.sum(Tm * c[None, :], 1))
+        m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
+        off = rows[:, None] * NP + rows[None, :]
+        kk = tl.load(kk_buf + pair0 + off, mask=m_p, other=0.0)
+        qk = tl.load(qk_buf + pair0 + off, mask=m_p, other=0.0)
+    a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+    dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+    G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
+    # Two column chunks of BT cover every ancestor (columns 0 .. BT).
+    G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
+    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
+    A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
+    # Everything but T first: only A and the [BT] vector c stay live through the chain.
+    mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
+    c0 = c_buf + i_bh.to(tl.int64) * 3 * BT
+    dec_r = tl.exp(tl.minimum(tl.where(m_r, G_i - G_r, 0.0), 0.0))
+    c = beta_i * dec_r * kk_r
+    tl.store(qc_buf + mat, Qc)
+    tl.store(c0 + BT + o_t, dec_r * qk_r)
+    tl.store(c0 + 2 * BT, qk_00)
+    tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
+    tl.store(g_buf + tok0 * HV + i_hv, G_r)
+    Tm = _unit_lower_inverse(A, eye, NSQ, PREC)
+    tl.store(t_buf + mat, Tm)
+    tl.store(c0 + o_t, tl.sum(Tm * c[None, :], 1))
 
 
 @triton.jit
@@ -1001,8 +987,7 @@ def block_chunk(n_nodes: int) -> int:
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=None,
                     block_t: int = 16, block_v=None, precision: str = "bf16x3", impl: str = "auto",
                     num_warps=None, u_out=None, G_out=None, max_depth=None, qk_block=None, prep_warps=None,
-                    pairs_in_prep=None, pdl=None, solve_precision=None, state_parts=None, prep_group=None,
-                    max_registers=None):
+                    pairs_in_prep=None, pdl=None, solve_precision=None, state_parts=None, max_registers=None):
     """Tree GDN verify for ``bs`` trees of ``N`` nodes. Shapes in the module docstring.
 
     Returns ``(o [T, HV, V] in v.dtype, u [bs, N, HV, V] fp32, G [bs, N, HV] fp32)``.
@@ -1046,11 +1031,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     Qwen3.6-27B shapes (RESULTS.md session 12, 65 nodes, bs 1 / 4 / 16 / 64: 1.04 / 2.41 / 8.26 /
     30.15 ms vs 1.41 / 3.24 / 10.07 / 36.14 with tf32x3 and three parts); committed states
     within ~4e-6 of the float64 path reference there vs ~1.4e-7 (bf16 outputs: unchanged).
-    ``solve_precision="tf32x3", state_parts=3`` is the fp32-accurate choice. ``prep_group``
-    ("twostage" only): value heads per prep program, a divisor of ``HV / H`` (default 1): the
-    heads of one key head share their pair products (formed or read once), solved one after
-    another in one program (fewer programs, less pair work; session 12: slower at every batch,
-    bs 1 / 16 2.62 / 8.56 ms vs 1.28 / 8.39). ``max_registers`` ("twostage" only, GPU): the
+    ``solve_precision="tf32x3", state_parts=3`` is the fp32-accurate choice. ``max_registers`` ("twostage" only, GPU): the
     register limit per thread of its two kernels (Triton's ``maxnreg``; 0: the compiler's, 255
     at 4 warps, two programs per SM) — fewer registers, more programs per SM, more spills;
     None (default): :func:`register_limit`.
@@ -1105,14 +1086,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     pdl = bool(pdl) and impl == "twostage"
     if pdl:
         _check_pdl(dev)
-    group = 1 if prep_group is None else int(prep_group)
-    if impl == "twostage" and (group < 1 or (HV // H) % group):
-        raise ValueError(f"tree_gdn_verify: prep_group must divide the {HV // H} value heads per key head, "
-                         f"got {prep_group}")
-    if pairs_in_prep and group > 1:  # the prep parks each key head's pair products there
-        kk = torch.empty(bs, H, N, N, dtype=torch.float32, device=dev)
-        qk = torch.empty_like(kk)
-    elif pairs_in_prep:
+    if pairs_in_prep:
         kk = qk = torch.empty(1, dtype=torch.float32, device=dev)  # (not read)
     else:
         # Node-pair products per key head (shared by its value heads and every V tile), in
@@ -1135,11 +1109,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
         if max_registers is None:
             max_registers = register_limit(impl, N, bs, HV, V, BV, dev)
         limit = {"maxnreg": int(max_registers)} if max_registers else {}
-        _tree_twostage_prep_kernel[(bs * HV // group,)](
+        _tree_twostage_prep_kernel[(bs * HV,)](
             q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
             qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
-            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, GROUP=group,
-            num_warps=prep_warps or num_warps or 4, **limit,
+            PREC=precision, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, num_warps=prep_warps or num_warps or 4,
+            **limit,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
             q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
