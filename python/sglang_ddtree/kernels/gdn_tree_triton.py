@@ -560,17 +560,16 @@ def _tree_twostage_prep_kernel(
         kk_r = tl.load(kk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
         qk_r = tl.load(qk_buf + pair0 + rows * NP, mask=m_r, other=0.0)
         qk_00 = tl.load(qk_buf + pair0)
-        m_p = m_r[:, None] & m_r[None, :] & (o_t[:, None] >= o_t[None, :])
-        off = rows[:, None] * NP + rows[None, :]
-        kk = tl.load(kk_buf + pair0 + off, mask=m_p, other=0.0)
-        qk = tl.load(qk_buf + pair0 + off, mask=m_p, other=0.0)
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     dtb = tl.load(dt_bias + i_hv).to(tl.float32)
     G_r = a_neg * _softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
     # Two column chunks of BT cover every ancestor (columns 0 .. BT).
     G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
     beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
-    A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
+    if PAIRS:
+        A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
+    else:
+        A, Qc = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
     # Everything but T first: only A and the [BT] vector c stay live through the chain.
     mat = i_bh.to(tl.int64) * BT * BT + o_t[:, None] * BT + o_t[None, :]
     c0 = c_buf + i_bh.to(tl.int64) * 3 * BT
