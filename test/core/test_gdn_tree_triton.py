@@ -919,6 +919,8 @@ def test_solve_precision_and_state_parts_knobs(monkeypatch):
         kern.tree_gdn_verify(*args, solve_precision="tf32")
     with pytest.raises(ValueError, match="state_parts must be 2 or 3"):
         kern.tree_gdn_verify(*args, state_parts=4)
+    with pytest.raises(ValueError, match="max_registers must be 0"):
+        kern.tree_gdn_verify(*args, impl="twostage", max_registers=300)
 
 
 @pytest.mark.parametrize("impl,n", [("twostage+pairs", 40), ("twostage+pairs", 65), ("fused", 40)])

@@ -1050,7 +1050,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if precision not in PRECISIONS:
         raise ValueError(f"tree_gdn_verify: precision must be one of {PRECISIONS}, got {precision!r}")
     # bf16x3: the products with raw q/k on bf16 tensor cores where q and k are bf16 (exact
-    # operands); every fp32-by-fp32 product (the solve) stays tf32x3.
+    # operands); the fp32-by-fp32 products (the solve) at ``solve_precision``.
     raw16 = int(precision == "bf16x3" and q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16)
     if raw16 and os.environ.get("TRITON_INTERPRET") == "1":
         raw16 = 2  # see _dot16
@@ -1062,6 +1062,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, scale=
     if state_parts is None:
         state_parts = 2 if precision == "bf16x3" else 3
     state_parts = int(state_parts)
+    if max_registers is not None and not 0 <= int(max_registers) <= 255:
+        raise ValueError(f"tree_gdn_verify: max_registers must be 0 (the compiler's) .. 255, got {max_registers}")
     if state_parts not in (2, 3):
         raise ValueError(f"tree_gdn_verify: state_parts must be 2 or 3, got {state_parts}")
     precision = solve_precision
