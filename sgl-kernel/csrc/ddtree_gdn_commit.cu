@@ -16,6 +16,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace {
 
 // The fp32 exp, division and square root as Triton lowers tl.exp, `/` and tl.sqrt (its PTX:
@@ -148,7 +150,7 @@ __global__ void gdn_tree_commit_kernel(float* __restrict__ state, const int32_t*
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-template <typename XT, typename CT, bool kRoundX, bool kRoundS>
+template <typename XT, typename CT>
 __global__ void gdn_tree_commit_from_x_kernel(
     float* __restrict__ state, const int32_t* __restrict__ state_idx, const float* __restrict__ u,
     const float* __restrict__ G, const XT* __restrict__ x, const int64_t* __restrict__ w_tab,
@@ -156,6 +158,10 @@ __global__ void gdn_tree_commit_from_x_kernel(
     const int32_t* __restrict__ accept_len, const int32_t* __restrict__ dst_idx, int N, int C, int k_off,
     int64_t s_slot, int64_t s_c, int64_t s_w, int64_t l_state, int64_t l_u, int64_t l_g, int64_t l_x,
     int64_t l_conv, int H, int HV, int K, int V, int KW, int P, bool vec) {
+  // Products round to the promoted dtype of their operands (the weights have x's dtype): x *
+  // weight to bf16 when x is bf16; conv state * weight to bf16 when both are bf16.
+  constexpr bool kRoundX = std::is_same<XT, __nv_bfloat16>::value;
+  constexpr bool kRoundS = kRoundX && std::is_same<CT, __nv_bfloat16>::value;
   extern __shared__ float smem[];
   float* kn = smem;                    // [P, K]
   float* us = kn + (size_t)P * K;      // [P, kVTile]
@@ -207,23 +213,15 @@ __global__ void gdn_tree_commit_from_x_kernel(
 }
 
 template <typename XT, typename CT>
-cudaError_t launch_from_x(dim3 grid, size_t shm, cudaStream_t stream, bool round_x, bool round_s, float* state,
-                          const int32_t* state_idx, const float* u, const float* G, const void* x,
-                          const int64_t* w_tab, const int64_t* b_tab, const void* conv_state,
-                          const int32_t* accepted, const int32_t* accept_len, const int32_t* dst_idx, int N, int C,
-                          int k_off, int64_t s_slot, int64_t s_c, int64_t s_w, int64_t l_state, int64_t l_u,
-                          int64_t l_g, int64_t l_x, int64_t l_conv, int H, int HV, int K, int V, int KW, int P,
-                          bool vec) {
-#define DDTREE_FROM_X(RX, RS)                                                                               \
-  gdn_tree_commit_from_x_kernel<XT, CT, RX, RS><<<grid, kThreads, shm, stream>>>(                           \
-      state, state_idx, u, G, static_cast<const XT*>(x), w_tab, b_tab, static_cast<const CT*>(conv_state),  \
-      accepted, accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, \
-      V, KW, P, vec)
-  if (round_x && round_s) DDTREE_FROM_X(true, true);
-  else if (round_x) DDTREE_FROM_X(true, false);
-  else if (round_s) DDTREE_FROM_X(false, true);
-  else DDTREE_FROM_X(false, false);
-#undef DDTREE_FROM_X
+cudaError_t launch_from_x(dim3 grid, size_t shm, cudaStream_t stream, float* state, const int32_t* state_idx,
+                          const float* u, const float* G, const void* x, const int64_t* w_tab, const int64_t* b_tab,
+                          const void* conv_state, const int32_t* accepted, const int32_t* accept_len,
+                          const int32_t* dst_idx, int N, int C, int k_off, int64_t s_slot, int64_t s_c, int64_t s_w,
+                          int64_t l_state, int64_t l_u, int64_t l_g, int64_t l_x, int64_t l_conv, int H, int HV,
+                          int K, int V, int KW, int P, bool vec) {
+  gdn_tree_commit_from_x_kernel<XT, CT><<<grid, kThreads, shm, stream>>>(
+      state, state_idx, u, G, static_cast<const XT*>(x), w_tab, b_tab, static_cast<const CT*>(conv_state), accepted,
+      accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P, vec);
   return cudaGetLastError();
 }
 
@@ -239,28 +237,17 @@ extern "C" cudaError_t ddtree_gdn_tree_commit_from_x(
   dim3 grid(bs * HV, (V + kVTile - 1) / kVTile, L);
   const size_t shm = sizeof(float) * ((size_t)P * K + (size_t)P * kVTile + P);
   if (shm > 48 * 1024) return cudaErrorInvalidValue;  // P * K too large for one block's shared memory
-  // Products round to the promoted dtype of their operands (the weights have x's dtype): x *
-  // weight to bf16 when x is bf16; conv state * weight to bf16 when both are bf16.
-  const bool round_x = x_is_bf16, round_s = x_is_bf16 && conv_is_bf16;
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(state) % 16 == 0;
-  if (x_is_bf16 && conv_is_bf16)
-    return launch_from_x<__nv_bfloat16, __nv_bfloat16>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x,
-                                                       w_tab, b_tab, conv_state, accepted, accept_len, dst_idx, N,
-                                                       C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv,
-                                                       H, HV, K, V, KW, P, vec);
-  if (x_is_bf16)
-    return launch_from_x<__nv_bfloat16, float>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab,
-                                               b_tab, conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot,
-                                               s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P, vec);
-  if (conv_is_bf16)
-    return launch_from_x<float, __nv_bfloat16>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab,
-                                               b_tab, conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot,
-                                               s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P, vec);
-  return launch_from_x<float, float>(grid, shm, stream, round_x, round_s, state, state_idx, u, G, x, w_tab, b_tab,
-                                     conv_state, accepted, accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w,
-                                     l_state, l_u, l_g, l_x, l_conv, H, HV, K, V, KW, P, vec);
+#define DDTREE_FROM_X(XT, CT)                                                                                      \
+  return launch_from_x<XT, CT>(grid, shm, stream, state, state_idx, u, G, x, w_tab, b_tab, conv_state, accepted,     \
+                               accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, \
+                               HV, K, V, KW, P, vec)
+  if (x_is_bf16 && conv_is_bf16) DDTREE_FROM_X(__nv_bfloat16, __nv_bfloat16);
+  if (x_is_bf16) DDTREE_FROM_X(__nv_bfloat16, float);
+  if (conv_is_bf16) DDTREE_FROM_X(float, __nv_bfloat16);
+  DDTREE_FROM_X(float, float);
+#undef DDTREE_FROM_X
 }
-
 
 extern "C" cudaError_t ddtree_gdn_tree_commit(float* state, const int32_t* state_idx, const float* u,
                                               const float* G, const void* k, int k_is_bf16,

@@ -71,8 +71,9 @@ PDL_ENV = "SGLANG_DDTREE_WY_PDL"
 # tree (``tree_conv(flat=...)``); unset: flat for more than one tree.
 CONV_FLAT_ENV = "SGLANG_DDTREE_WY_CONV_FLAT"
 # Developer knobs: the precision of the verify's fp32-by-fp32 products (``tree_gdn_verify(
-# solve_precision=...)``: "tf32x3" / "bf16x3" / "ieee"; unset: the kernel's default) and the bf16
-# parts the state is split in for the state products (``state_parts``: "3" / "2"; unset: 3).
+# solve_precision=...)``: "tf32x3" / "bf16x3" / "ieee") and the bf16 parts the state is split in
+# for the state products (``state_parts``: "3" / "2"); unset: the kernel's defaults (under
+# "bf16x3" with bf16 q/k: "bf16x3" and 2).
 SOLVE_PRECISION_ENV = "SGLANG_DDTREE_WY_SOLVE_PRECISION"
 STATE_PARTS_ENV = "SGLANG_DDTREE_WY_STATE_PARTS"
 
