@@ -299,6 +299,17 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     return out
 
 
+def _parse_case(spec: str):
+    """``BSxB`` (``4x64``) or ``BSxchain`` as ``(bs, budget, chain)``, the tuples ``main`` runs."""
+    bs, sep, bud = spec.lower().partition("x")
+    try:
+        if not sep or int(bs) < 1 or (bud != "chain" and int(bud) < 1):
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"bench_gdn_tree.py: --cases takes BSxB or BSxchain (e.g. 4x64, 1xchain), got {spec!r}")
+    return (int(bs), 15, True) if bud == "chain" else (int(bs), int(bud), False)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
@@ -321,6 +332,9 @@ def main():
                     help="per-kernel CUDA time (torch.profiler) of the GDN verify alone with these impls")
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--no-chain", action="store_true", help="skip the 16-node chain rows (trees only)")
+    ap.add_argument("--cases", nargs="+", default=[], metavar="BSxB",
+                    help="only these cases, in this order, instead of every --bs by --budgets (and chain) pair "
+                         "smallest first, e.g. 4x64 1x256 16xchain: one call fills single cells of the table")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
     ap.add_argument("--out", type=Path)
@@ -344,30 +358,34 @@ def main():
 
     cases = ([] if a.no_chain else [(bs, 15, True) for bs in a.bs]) + [(bs, bud, False) for bs in a.bs
                                                                        for bud in a.budgets]
-    cases.sort(key=lambda c: (c[0] * (c[1] + 1), c[0]))
-    # Ours for every case first (one compile covers all shapes), then upstream (its conv kernel
-    # unrolls over the verify width and compiles once per width), smallest first.
-    for phase in ("ours", "upstream"):
-        if phase == "upstream" and a.no_upstream:
-            break
-        for bs, budget, chain in cases:
-            if time.time() - t0 > a.deadline_s:
-                meta.setdefault("stopped_at_deadline", []).append([phase, bs, budget, chain])
-                continue
-            r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
-                         ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
-                         variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS,
-                         profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else ())
-            if phase == "ours":
-                rows.append(r)
-            else:
-                match = next(x for x in rows if x["bs"] == r["bs"] and x["budget"] == r["budget"])
-                match.update({key: val for key, val in r.items() if key.startswith("upstream")})
-                if "upstream_ms_48" in match:
-                    match["speedup"] = match["upstream_ms_48"] / match["ours_ms_48"]
-                r = match
-            print(json.dumps(r), flush=True)
-            save()
+    if a.cases:  # in the order given (what matters most first, ahead of a deadline)
+        cases = [_parse_case(c) for c in a.cases]
+    else:
+        cases.sort(key=lambda c: (c[0] * (c[1] + 1), c[0]))
+    # Without --cases: ours for every case first (one compile covers all shapes), then upstream (its
+    # conv kernel unrolls over the verify width and compiles once per width), smallest first.
+    phases = ("ours",) if a.no_upstream else ("ours", "upstream")
+    # With --cases, each case's cell is finished (ours, then upstream) before the next one starts:
+    # a deadline leaves whole cells instead of ours alone.
+    steps = ([(ph, c) for c in cases for ph in phases] if a.cases else [(ph, c) for ph in phases for c in cases])
+    for phase, (bs, budget, chain) in steps:
+        if time.time() - t0 > a.deadline_s:
+            meta.setdefault("stopped_at_deadline", []).append([phase, bs, budget, chain])
+            continue
+        r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
+                     ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
+                     variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS,
+                     profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else ())
+        if phase == "ours":
+            rows.append(r)
+        else:
+            match = next(x for x in rows if x["bs"] == r["bs"] and x["budget"] == r["budget"])
+            match.update({key: val for key, val in r.items() if key.startswith("upstream")})
+            if "upstream_ms_48" in match:
+                match["speedup"] = match["upstream_ms_48"] / match["ours_ms_48"]
+            r = match
+        print(json.dumps(r), flush=True)
+        save()
     save()
 
 

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -245,6 +245,42 @@ def parse_caps(specs: list, configs: list) -> dict:
     return caps
 
 
+def check_auto_table(configs: List[str], auto_table: Optional[Path]) -> None:
+    """DDTREE-auto needs DDTREE-<budget> rows to choose from: from ``--auto-table`` (read now) or from
+    a DDTREE-<budget> configuration of this sweep listed before it. Checked before any engine
+    starts: otherwise auto's engine fails at launch after the others have spent their time."""
+    autos = [i for i, c in enumerate(configs) if base_config(c) == "DDTREE-auto"]
+    if not autos:
+        return
+    if auto_table is not None:
+        from sglang_ddtree.core.budget_policy import StepCostTable
+
+        try:
+            budgets = StepCostTable.from_json(auto_table).budgets()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: not a step-cost table ({e!r})")
+        if not budgets:
+            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: no DDTREE-<budget> rows")
+        return
+    if not any(base_config(c).split("-", 1)[-1].isdigit() for c in configs[:autos[0]]
+               if base_config(c).startswith("DDTREE-")):
+        raise SystemExit("step_cost.py: DDTREE-auto chooses among the DDTREE-<budget> rows measured before it: "
+                         "list a DDTREE-<budget> configuration (e.g. DDTREE-16) before it, or give --auto-table PATH")
+
+
+def merge_auto_table(given: Path, rows: List[dict], out: Path) -> Path:
+    """``--auto-table``'s rows with this sweep's rows measured so far in place of the same
+    (configuration, concurrency): auto chooses among every budget either measured, at this call's
+    cost where this call measured it. Written beside ``out``; the path is returned."""
+    d = json.loads(Path(given).read_text())
+    old = d["rows"] if isinstance(d, dict) else d
+    mine = {(base_config(r["config"]), r["concurrency"]) for r in rows}
+    merged = [r for r in old if (base_config(r["config"]), r["concurrency"]) not in mine] + list(rows)
+    path = out.with_name(f"{out.stem}.auto-table.json")
+    path.write_text(json.dumps({"meta": {"from": [str(given), str(out)]}, "rows": merged}, indent=1))
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, help="a qwen36_shapes.py output folder (target/, drafter/, shapes.json)")
@@ -272,7 +308,10 @@ def main() -> int:
                          "recorded as over its cap); e.g. DFLASH=16: sglang's DFLASH cannot allocate its "
                          "per-token GDN scratch for 64 requests of the 27B on one H200")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--auto-table", help=argparse.SUPPRESS)  # the parent's --out, for DDTREE-auto
+    ap.add_argument("--auto-table", type=Path,
+                    help="DDTREE-auto's step-cost table: a step_cost.py output measured earlier (e.g. the whole "
+                         "budget sweep, when auto runs in a call of its own); default: this sweep's own table, the "
+                         "rows measured before DDTREE-auto")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     # (A child measures one configuration at the concurrencies its parent chose.)
@@ -282,6 +321,8 @@ def main() -> int:
             spec_kwargs(cfg, "", "-")
         except ValueError as e:
             raise SystemExit(f"step_cost.py: {e}")
+    if not a.child:
+        check_auto_table(a.configs, a.auto_table)
     import torch
 
     if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
@@ -304,7 +345,8 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, a.auto_table, rounds=max(1, a.rounds), profile=a.profile,
+                       ddtree_extra, str(a.auto_table) if a.auto_table else None, rounds=max(1, a.rounds),
+                       profile=a.profile,
                        on_row=lambda done: a.out.write_text(json.dumps(done)))
         a.out.write_text(json.dumps(rows))
         return 0
@@ -326,6 +368,10 @@ def main() -> int:
         # The sweep's own arguments, then this configuration's: argparse keeps the last value.
         cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--configs", cfg, "--out", str(one),
                "--concurrency", *map(str, conc), "--child", "--auto-table", str(a.out.resolve())]
+        if base_config(cfg) == "DDTREE-auto" and a.auto_table is not None:
+            merged = merge_auto_table(a.auto_table, rows, a.out)
+            meta["auto_table"] = {"given": str(a.auto_table), "merged": merged.name}
+            cmd[-1] = str(merged.resolve())
         one.unlink(missing_ok=True)
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode

@@ -33,6 +33,17 @@ def test_bench_gdn_tree_smoke(tmp_path):
         assert all(math.isfinite(x[k]) and x[k] > 0 for k in timed), x
 
 
+def test_bench_gdn_tree_cases():
+    """``--cases`` picks single cells of the kernel table (the rest of a sweep costs device time)."""
+    import bench_gdn_tree as bg
+
+    assert bg._parse_case("4x64") == (4, 64, False)
+    assert bg._parse_case("16XCHAIN") == (16, 15, True)
+    for bad in ("4", "x64", "4x", "0x64", "4x0", "4xtree", "ax64"):
+        with pytest.raises(SystemExit, match="BSxB"):
+            bg._parse_case(bad)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """Each configuration in its own process; DDTREE-only arguments reach DDTREE only (a DDTREE
@@ -124,6 +135,57 @@ def test_step_cost_rejects_bad_configs(tmp_path, cfg, msg):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "sc.json").exists()
+
+
+def test_step_cost_auto_needs_budget_rows_before_any_engine(tmp_path):
+    """DDTREE-auto without a DDTREE-<budget> row to choose from (none listed before it, no
+    --auto-table) stops the sweep before any engine starts; --auto-table is read up front."""
+    import step_cost as sc
+
+    sc.check_auto_table(["DDTREE-chain", "DDTREE-16", "DDTREE-auto"], None)
+    sc.check_auto_table(["no-spec", "DFLASH"], None)
+    with pytest.raises(SystemExit, match="list a DDTREE-<budget>"):
+        sc.check_auto_table(["DDTREE-chain", "DDTREE-auto", "DDTREE-16"], None)
+    with pytest.raises(SystemExit, match="list a DDTREE-<budget>"):
+        sc.check_auto_table(["DDTREE-chain", "DDTREE-chain@2", "DDTREE-auto@2"], None)
+    table = tmp_path / "t.json"
+    with pytest.raises(SystemExit, match="not a step-cost table"):
+        sc.check_auto_table(["DDTREE-auto"], table)  # missing
+    table.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0}]}))
+    with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
+        sc.check_auto_table(["DDTREE-auto"], table)
+    table.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 22.0}]}))
+    sc.check_auto_table(["DDTREE-chain", "DDTREE-auto"], table)
+    # The command line: refused before an engine (or even the model folder) is touched.
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"), "--target-path",
+                        str(tmp_path), "--configs", "DDTREE-chain", "DDTREE-auto", "--out", str(tmp_path / "sc.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "--auto-table PATH" in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "sc.json").exists()
+
+
+def test_step_cost_merges_the_given_auto_table_with_its_own_rows(tmp_path):
+    """With --auto-table, auto's table is the given rows with this call's rows in place of the same
+    (configuration, concurrency); budgets only the given table has stay candidates."""
+    import step_cost as sc
+    from sglang_ddtree.core.budget_policy import StepCostTable
+
+    given = tmp_path / "earlier.json"
+    given.write_text(json.dumps({"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-chain", "concurrency": 64, "ms_per_step": 130.0},
+        {"config": "DDTREE-8", "concurrency": 1, "ms_per_step": 21.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 22.0}]}))
+    mine = [{"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 19.0},
+            {"config": "DDTREE-chain@2", "concurrency": 1, "ms_per_step": 19.5},
+            {"config": "DDTREE-64", "concurrency": 1, "ms_per_step": 25.0}]
+    path = sc.merge_auto_table(given, mine, tmp_path / "sc.json")
+    assert path == tmp_path / "sc.auto-table.json"
+    t = StepCostTable.from_json(path)
+    assert t.budgets() == [8, 16, 64] and t.has_chain()
+    assert t.cost("chain", 1) == 19.0  # this call's row, not the earlier one
+    assert t.cost("chain", 64) == 130.0  # only the earlier table has it
+    assert t.cost(64, 1) == 25.0 and t.cost(8, 1) == 21.0
 
 
 def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
