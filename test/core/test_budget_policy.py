@@ -62,6 +62,34 @@ def test_refresh_and_chain_steps():
     assert p.expected(CHAIN) == pytest.approx(0.98 * 5.0 + 0.02 * 2.0) and p.expected(8) == 1.0
 
 
+def test_budgets_are_candidates_only_up_to_their_largest_measured_concurrency():
+    """A budget measured up to 16 requests (a sweep's cap) is no candidate at 17 or more: its
+    cost there is unknown, and flat from the 16-request row it would look far too cheap. The
+    exploration and the refreshes verify the largest budget valid at the batch size, and a
+    candidate never valid at this batch size does not force a read-back every step."""
+    t = _table([("DDTREE-16", 1, 10.0), ("DDTREE-16", 64, 30.0), ("DDTREE-256", 1, 12.0), ("DDTREE-256", 16, 40.0),
+                ("DDTREE-chain", 1, 9.0), ("DDTREE-chain", 64, 25.0)])
+    assert t.max_concurrency(256) == 16 and t.max_concurrency(CHAIN) == 64
+    p = BudgetPolicy(t, refresh_every=1000, flush_every=4)
+    assert p.candidates_at(16) == [CHAIN, 16, 256] and p.candidates_at(17) == [CHAIN, 16]
+    assert p.choose(64) == 16  # exploring at 64 requests: the largest budget measured there
+    path = torch.tensor([[0, 3, 9, -1]] * 64)
+    p.record(16, path, torch.tensor([2] * 64), chain_accept=torch.tensor([1] * 64))
+    assert p.expected(16) == 2.0 and p.expected(CHAIN) == 1.0 and p.expected(256) is None
+    # Steady state at 64 requests: budget 256 stays unknown, yet read-backs wait flush_every steps.
+    p.record(16, path, torch.tensor([1] * 64), chain_accept=torch.tensor([1] * 64))
+    assert p.expected(16) == 2.0
+    # A huge acceptance for 256 would not make it a choice at 64 requests.
+    p._mean[256] = 100.0
+    assert p.choose(64) == 16 and p.choose(16) == 256
+    # Only the chain measured that far: the chain, without exploring.
+    q = BudgetPolicy(_table([("DDTREE-64", 1, 12.0), ("DDTREE-chain", 1, 9.0), ("DDTREE-chain", 64, 25.0)]))
+    assert q.candidates_at(64) == [CHAIN] and q.choose(64) == CHAIN
+    # No chain, no budget measured that far: the budget measured at the most requests (then the smaller).
+    r = BudgetPolicy(_table([("DDTREE-8", 4, 5.0), ("DDTREE-32", 4, 6.0), ("DDTREE-64", 1, 7.0)]), chain=False)
+    assert r.candidates_at(16) == [8]
+
+
 def test_a_table_without_trees_is_refused():
     with pytest.raises(ValueError, match="DDTREE-<budget>"):
         BudgetPolicy(_table([("DFLASH", 1, 1.0)]))

@@ -8,7 +8,8 @@ over the DDTREE budgets of a measured step-cost table (``benchmark/ddtree/step_c
 ms per step per configuration and concurrency) and the chain (its ``DDTREE-chain`` row: the
 DDTREE step with top-k 1, i.e. the rank-0 candidate of every depth, as DFLASH drafts it, at
 DFLASH's verify width). The chain is the fallback when a tree does not pay at the current batch
-size. (Costs are those of steps through this worker: the ``DFLASH`` row is a different engine
+size. A budget is a candidate only up to the largest concurrency the table measured it at (a sweep
+caps big budgets where they do not fit; their cost beyond is unknown, not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different engine
 path and is not used.)
 
 The expected accepted drafts come from the running acceptance profile, which the verified trees
@@ -67,6 +68,10 @@ class StepCostTable:
     def has_chain(self) -> bool:
         return "DDTREE-chain" in self.ms
 
+    def max_concurrency(self, choice: Choice) -> int:
+        """The largest concurrency ``choice`` was measured at."""
+        return max(self.ms[f"DDTREE-{choice}"])
+
     def cost(self, choice: Choice, bs: int) -> float:
         """ms per step at batch size ``bs``: linear between measured concurrencies, flat
         outside them."""
@@ -124,23 +129,39 @@ class BudgetPolicy:
     def candidates(self) -> List[Choice]:
         return ([CHAIN] if self.chain else []) + list(self.budgets)
 
+    def candidates_at(self, bs: int) -> List[Choice]:
+        """The candidates at batch size ``bs``: the chain, and the budgets measured at ``bs``
+        requests or more. A budget's cost past its largest measured concurrency is unknown (a
+        sweep caps the big budgets where they do not fit, and the table would otherwise read
+        their cost flat from the last row, far too cheap); without the chain and with no budget
+        measured that far, the budget measured at the most requests."""
+        ok = [b for b in self.budgets if self.table.max_concurrency(b) >= bs]
+        if not ok and not self.chain:
+            ok = [max(self.budgets, key=lambda b: (self.table.max_concurrency(b), -b))]
+        return ([CHAIN] if self.chain else []) + ok
+
     def expected(self, choice: Choice) -> Optional[float]:
         """Running mean of accepted drafts per request-step (None: never observed)."""
         return self._mean.get(choice)
 
     def choose(self, bs: int) -> Choice:
-        """The candidate with the most expected tokens per ms at batch size ``bs``; the largest
-        budget while any candidate lacks an estimate, and as a refresh once per interval."""
+        """The candidate with the most expected tokens per ms at batch size ``bs`` (among
+        :meth:`candidates_at`); the largest budget of those while any of them lacks an estimate,
+        and as a refresh once per interval."""
         self.steps += 1
-        cands = self.candidates()
+        cands = self.candidates_at(bs)
+        trees = [c for c in cands if c != CHAIN]
+        if not trees:  # no budget measured at this many requests: the chain, nothing to explore
+            self._last_best = CHAIN
+            return CHAIN
         if any(self.expected(c) is None for c in cands):
             self._last_refresh = self.steps
-            return self.max_budget
+            return max(trees)
         if self.steps - self._last_refresh >= self._interval:
             self._last_refresh = self.steps
             # Judged once its step has been read back (within about 2 x flush_every steps).
             self._judge_at, self._before = self.steps + 2 * self.flush_every, self._last_best
-            return self.max_budget
+            return max(trees)
         # max keeps the first of equals: the chain, then the smaller budget.
         best = max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
         if self._judge_at is not None and self.steps >= self._judge_at:
@@ -186,8 +207,10 @@ class BudgetPolicy:
         self._pending += 1
         self._poll()
         # While a candidate has no estimate the policy keeps verifying the largest budget (the
-        # most expensive step): read back at once rather than after flush_every such steps.
-        if any(self.expected(c) is None for c in cands):
+        # most expensive step): read back at once rather than after flush_every such steps. (Only
+        # the candidates at this batch size: a budget never chosen at it would force a wait
+        # on every step.)
+        if any(self.expected(c) is None for c in self.candidates_at(bs)):
             self.flush()
         elif self._pending >= self.flush_every:
             self._start_readback()
