@@ -46,23 +46,37 @@ def _config_key(cfg: str) -> Tuple[int, int]:
     return (len(CONFIG_ORDER) + 2, 0)
 
 
-def load_step_cost(paths: List[Path], logs: List[Path]) -> Tuple[dict, Dict[Tuple[str, int], float]]:
+def load_step_cost(paths: List[Path], logs: List[Path],
+                   spread: Optional[Dict[Tuple[str, int], Tuple[int, float]]] = None
+                   ) -> Tuple[dict, Dict[Tuple[str, int], float]]:
     """``(meta, {(config, concurrency): ms_per_step})`` from step_cost JSONs and, for rows whose
-    process was stopped before writing, the ``[step_cost] {...}`` lines of its log."""
-    meta, ms = {}, {}
+    process was stopped before writing, the ``[step_cost] {...}`` lines of its log. A
+    configuration measured in several engines (``CONFIG@N`` repeats, or the same configuration in
+    several tables, e.g. the chain as the anchor of a sweep run in parts) gets the mean of its
+    engines; ``spread``, when given, receives ``(engines, (max - min) / mean)`` for those."""
+    meta: dict = {}
+    samples: Dict[Tuple[str, int], List[float]] = {}
+    seen = set()
     for p in paths:
         d = json.loads(Path(p).read_text())
         rows = d["rows"] if isinstance(d, dict) else d
         if isinstance(d, dict):
             meta.update(d.get("meta", {}))
         for r in rows:
-            ms[(r["config"], int(r["concurrency"]))] = float(r["ms_per_step"])
+            ident = json.dumps(r, sort_keys=True)  # a table and its per-configuration file share rows
+            if ident in seen:
+                continue
+            seen.add(ident)
+            samples.setdefault((r["config"].split("@")[0], int(r["concurrency"])), []).append(float(r["ms_per_step"]))
     for p in logs:
         for line in Path(p).read_text(errors="replace").splitlines():
             m = re.search(r"\[step_cost\] (\{.*\})", line)
             if m:
                 r = json.loads(m.group(1))
-                ms.setdefault((r["config"], int(r["concurrency"])), float(r["ms_per_step"]))
+                samples.setdefault((r["config"].split("@")[0], int(r["concurrency"])), [float(r["ms_per_step"])])
+    ms = {k: sum(v) / len(v) for k, v in samples.items()}
+    if spread is not None:
+        spread.update({k: (len(v), (max(v) - min(v)) / ms[k]) for k, v in samples.items() if len(v) > 1})
     return meta, ms
 
 
@@ -119,7 +133,8 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
     return "\n".join(lines)
 
 
-def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> str:
+def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
+           spread: Optional[Dict[Tuple[str, int], Tuple[int, float]]] = None) -> str:
     concs = sorted({c for _, c in ms})
     cfgs = sorted({cfg for cfg, _ in ms} | set(tpf), key=_config_key)
     fmt = lambda x, f="{:.1f}": f.format(x) if x is not None else "—"  # noqa: E731
@@ -130,8 +145,17 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict) -> st
     parts.append(f"Acceptance: {acc_meta.get('target', '?')} with {acc_meta.get('drafter', '?')} on "
                  f"{', '.join(acc_meta.get('sets', []))} (greedy).")
     parts.append("**Projected** tokens/s combine the two; they are not a measurement of either model.\n")
+    spread = spread or {}
+
+    def cost_cell(cfg: str, c: int) -> str:
+        cell = fmt(ms.get((cfg, c)), "{:.2f}")
+        if (cfg, c) in spread:  # the mean of several engines, and how far apart they were
+            n, sp = spread[(cfg, c)]
+            cell += f" ({n} engines, spread {sp:.1%})"
+        return cell
+
     parts.append(_table(["config"] + [f"ms/step, conc {c}" for c in concs],
-                        [[cfg] + [fmt(ms.get((cfg, c)), "{:.2f}") for c in concs] for cfg in cfgs]))
+                        [[cfg] + [cost_cell(cfg, c) for c in concs] for cfg in cfgs]))
     parts.append("")
     parts.append(_table(["config", "tokens per target forward"], [
         [cfg, fmt(tpf.get(cfg), "{:.3f}") if cfg in tpf or cfg not in SAME_ACCEPTANCE
@@ -199,11 +223,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--accept", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True, help="path stem: .md, .json and .png are written")
     a = ap.parse_args(argv)
-    sc_meta, ms = load_step_cost(a.step_cost, a.step_cost_log)
+    spread: Dict[Tuple[str, int], Tuple[int, float]] = {}
+    sc_meta, ms = load_step_cost(a.step_cost, a.step_cost_log, spread)
     acc_meta, tpf, hist = load_accept(a.accept)
     proj = project(ms, tpf)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.with_suffix(".md").write_text(render(sc_meta, ms, acc_meta, tpf, proj))
+    a.out.with_suffix(".md").write_text(render(sc_meta, ms, acc_meta, tpf, proj, spread))
     a.out.with_suffix(".json").write_text(json.dumps({
         "step_cost_meta": sc_meta, "accept_meta": acc_meta,
         "rows": [dict(config=cfg, concurrency=c, ms_per_step=ms[(cfg, c)], tokens_per_forward=tpf.get(cfg), **p)

@@ -79,3 +79,24 @@ def test_ratio_falls_back_to_the_chain_without_dflash(report, tmp_path):
     assert rows[("DDTREE-16", 1)]["vs"] == pytest.approx((2.0 / 25) / (1.5 / 20))
     assert rows[("DDTREE-16", 1)]["vs_ref"] == "DDTREE-chain" and "vs_dflash" not in rows[("DDTREE-16", 1)]
     assert "conc 1 (vs DDTREE-chain)" in md and "| DDTREE-16 | 80.0 (1.07x) |" in md
+
+
+def test_repeated_engines_and_tables_are_averaged_with_their_spread(report, tmp_path):
+    """A sweep in parts (the chain as every part's anchor) and ``CONFIG@N`` repeats: the mean of
+    the engines, their count and spread beside it; the same row in a table and in its
+    per-configuration file counts once."""
+    chain1 = {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0, "startup_s": 40.0}
+    part1 = {"meta": {}, "rows": [chain1, {"config": "DDTREE-chain@2", "concurrency": 1, "ms_per_step": 21.0},
+                                  {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 25.0}]}
+    part2 = {"meta": {}, "rows": [{"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 22.0},
+                                  {"config": "DDTREE-64", "concurrency": 1, "ms_per_step": 30.0}]}
+    (tmp_path / "p2.json").write_text(json.dumps(part2))
+    (tmp_path / "p1.chain.json").write_text(json.dumps([chain1]))  # step_cost's per-configuration file
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
+    rows, md = _run(report, tmp_path, part1, acc,
+                    extra=("--step-cost", str(tmp_path / "sc.json"), str(tmp_path / "p2.json"),
+                           str(tmp_path / "p1.chain.json")))
+    assert rows[("DDTREE-chain", 1)]["ms_per_step"] == pytest.approx(21.0)  # (20 + 21 + 22) / 3
+    assert "| DDTREE-chain | 21.00 (3 engines, spread 9.5%) |" in md
+    assert "| DDTREE-16 | 25.00 |" in md and "| DDTREE-64 | 30.00 |" in md
+    assert "DDTREE-chain@2" not in md
