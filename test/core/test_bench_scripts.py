@@ -87,6 +87,35 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
+def test_step_cost_auto_over_a_given_table(tmp_path):
+    """DDTREE-auto in a sweep of its own (no DDTREE-<budget> before it) serves from --auto-table
+    merged with this sweep's rows: the chain measured here, budget 8 only in the given table."""
+    from sglang_ddtree import tiny_models
+
+    given = tmp_path / "earlier.json"
+    given.write_text(json.dumps({"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 99.0},
+        {"config": "DDTREE-8", "concurrency": 1, "ms_per_step": 1.0}]}))
+    out = tmp_path / "sc.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
+                        "--target-path", str(tiny_models.model_path("llama")),
+                        "--drafter-path", str(tiny_models.model_path("dflash-llama")),
+                        "--configs", "DDTREE-chain", "DDTREE-auto", "--concurrency", "1", "--decode-tokens", "8",
+                        "--prompt-len", "8", "--auto-table", str(given), "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert "failed" not in d["meta"], d["meta"]
+    assert [x["config"] for x in d["rows"]] == ["DDTREE-chain", "DDTREE-auto"]
+    assert d["meta"]["auto_table"] == {"given": str(given), "merged": "sc.auto-table.json"}
+    merged = json.loads((tmp_path / "sc.auto-table.json").read_text())["rows"]
+    chain_here = d["rows"][0]["ms_per_step"]
+    assert {(x["config"], x["ms_per_step"]) for x in merged} == {("DDTREE-8", 1.0), ("DDTREE-chain", chain_here)}
+    auto = d["rows"][1]["timed"]
+    assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
+
+
 @pytest.mark.parametrize("spec,msg", [("DFLASH", "CONFIG=N"), ("DFLASH=0", "CONFIG=N"), ("DFLASH=x", "CONFIG=N"),
                                       ("DDTREE-16=4", "not in --configs")])
 def test_step_cost_rejects_bad_caps(tmp_path, spec, msg):
