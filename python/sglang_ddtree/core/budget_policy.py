@@ -8,9 +8,10 @@ over the DDTREE budgets of a measured step-cost table (``benchmark/ddtree/step_c
 ms per step per configuration and concurrency) and the chain (its ``DDTREE-chain`` row: the
 DDTREE step with top-k 1, i.e. the rank-0 candidate of every depth, as DFLASH drafts it, at
 DFLASH's verify width). The chain is the fallback when a tree does not pay at the current batch
-size. A budget is a candidate only up to the largest concurrency the table measured it at (a sweep
-caps big budgets where they do not fit; their cost beyond is unknown, not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different engine
-path and is not used.)
+size. A budget is a candidate only up to the largest concurrency the table measured it at (a
+sweep caps big budgets where they do not fit; their cost beyond is unknown, not flat). (Costs are
+those of steps through this worker: the ``DFLASH`` row is a different engine path and is not
+used.)
 
 The expected accepted drafts come from the running acceptance profile, which the verified trees
 give exactly for every smaller budget: DDTree trees are prefix-closed in best-first order (node
@@ -121,10 +122,6 @@ class BudgetPolicy:
         if not self.budgets:
             raise ValueError("the step-cost table has no DDTREE-<budget> rows")
         self.chain = self.chain and self.table.has_chain()
-
-    @property
-    def max_budget(self) -> int:
-        return self.budgets[-1]
 
     def candidates(self) -> List[Choice]:
         return ([CHAIN] if self.chain else []) + list(self.budgets)
