@@ -99,13 +99,20 @@ def _dotf(a, b, PREC: tl.constexpr):
     tensor-core time: bf16 runs at twice the tf32 rate on sm_90 and sm_120). Written out rather
     than Triton's own "bf16x3" so that the interpreter runs the same rounding."""
     if PREC == "bf16x3":
-        ah = a.to(tl.bfloat16)
-        al = (a - ah.to(tl.float32)).to(tl.bfloat16)
-        bh = b.to(tl.bfloat16)
-        bl = (b - bh.to(tl.float32)).to(tl.bfloat16)
+        ah, al = _split2(a)
+        bh, bl = _split2(b)
         return (_dot16(al, bh, _D16) + _dot16(ah, bl, _D16)) + _dot16(ah, bh, _D16)
     else:
         return tl.dot(a, b, input_precision=PREC)
+
+
+@triton.jit
+def _split2(x):
+    """fp32 ``x`` as two bf16 parts with ``x ~= x1 + x2`` to ~16 bits (the remainder ``x - x1`` is
+    exact in fp32 before its rounding to bf16)."""
+    x1 = x.to(tl.bfloat16)
+    x2 = (x - x1.to(tl.float32)).to(tl.bfloat16)
+    return x1, x2
 
 
 @triton.jit
@@ -113,10 +120,8 @@ def _split3(x):
     """fp32 ``x`` as three bf16 parts with ``x ~= x1 + x2 + x3`` to ~24 bits (each remainder is
     exact in fp32): with 16-bit left operands, three bf16 tensor-core products then give an
     fp32-accurate product (each partial product is exact in the fp32 accumulator)."""
-    x1 = x.to(tl.bfloat16)
-    r1 = x - x1.to(tl.float32)
-    x2 = r1.to(tl.bfloat16)
-    x3 = (r1 - x2.to(tl.float32)).to(tl.bfloat16)
+    x1, x2 = _split2(x)
+    x3 = ((x - x1.to(tl.float32)) - x2.to(tl.float32)).to(tl.bfloat16)
     return x1, x2, x3
 
 
@@ -238,11 +243,12 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
         S0c = tl.load(state + ((slot * HV + i_hv) * V + o_v[None, :]).to(tl.int64) * K + o_kc[:, None],
                       mask=(o_kc < K)[:, None] & m_v[None, :], other=0.0).to(tl.float32)
         if RAW16:
-            s1, s2, s3 = _split3(S0c)
             if PARTS == 2:
+                s1, s2 = _split2(S0c)
                 kS += _dot16(kr, s2, RAW16) + _dot16(kr, s1, RAW16)
                 qS += _dot16(qr, s2, RAW16) + _dot16(qr, s1, RAW16)
             else:
+                s1, s2, s3 = _split3(S0c)
                 kS += _dot16(kr, s1, RAW16) + _dot16(kr, s2, RAW16) + _dot16(kr, s3, RAW16)
                 qS += _dot16(qr, s1, RAW16) + _dot16(qr, s2, RAW16) + _dot16(qr, s3, RAW16)
         else:
