@@ -225,6 +225,14 @@ cudaError_t launch_from_x(dim3 grid, size_t shm, cudaStream_t stream, float* sta
   return cudaGetLastError();
 }
 
+// Both commit kernels' launch: shared memory for keys [P, K], values [P, kVTile] and weights [P],
+// and whether the state moves as float4 (K % 4 == 0 and the pool 16-byte aligned: every row
+// offset is then a multiple of four floats).
+size_t commit_smem_bytes(int P, int K) { return sizeof(float) * ((size_t)P * K + (size_t)P * kVTile + P); }
+bool commit_vectorized(const float* state, int K) {
+  return K % 4 == 0 && reinterpret_cast<uintptr_t>(state) % 16 == 0;
+}
+
 }  // namespace
 
 extern "C" cudaError_t ddtree_gdn_tree_commit_from_x(
@@ -235,9 +243,9 @@ extern "C" cudaError_t ddtree_gdn_tree_commit_from_x(
     int K, int V, int KW, int P, cudaStream_t stream) {
   if (bs == 0 || L == 0) return cudaSuccess;
   dim3 grid(bs * HV, (V + kVTile - 1) / kVTile, L);
-  const size_t shm = sizeof(float) * ((size_t)P * K + (size_t)P * kVTile + P);
+  const size_t shm = commit_smem_bytes(P, K);
   if (shm > 48 * 1024) return cudaErrorInvalidValue;  // P * K too large for one block's shared memory
-  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(state) % 16 == 0;
+  const bool vec = commit_vectorized(state, K);
 #define DDTREE_FROM_X(XT, CT)                                                                                      \
   return launch_from_x<XT, CT>(grid, shm, stream, state, state_idx, u, G, x, w_tab, b_tab, conv_state, accepted,     \
                                accept_len, dst_idx, N, C, k_off, s_slot, s_c, s_w, l_state, l_u, l_g, l_x, l_conv, H, \
@@ -256,9 +264,9 @@ extern "C" cudaError_t ddtree_gdn_tree_commit(float* state, const int32_t* state
                                               cudaStream_t stream) {
   if (bs == 0) return cudaSuccess;
   dim3 grid(bs * HV, (V + kVTile - 1) / kVTile);
-  const size_t shm = sizeof(float) * ((size_t)P * K + (size_t)P * kVTile + P);
+  const size_t shm = commit_smem_bytes(P, K);
   if (shm > 48 * 1024) return cudaErrorInvalidValue;  // P * K too large for one block's shared memory
-  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(state) % 16 == 0;
+  const bool vec = commit_vectorized(state, K);
   if (k_is_bf16) {
     gdn_tree_commit_kernel<__nv_bfloat16><<<grid, kThreads, shm, stream>>>(
         state, state_idx, u, G, static_cast<const __nv_bfloat16*>(k), accepted, accept_len, N, H, HV, K, V, P, vec);
