@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from step_cost import base_config
+
 CONFIG_ORDER = ("no-spec", "DFLASH")
 
 
@@ -67,13 +69,13 @@ def load_step_cost(paths: List[Path], logs: List[Path],
             if ident in seen:
                 continue
             seen.add(ident)
-            samples.setdefault((r["config"].split("@")[0], int(r["concurrency"])), []).append(float(r["ms_per_step"]))
+            samples.setdefault((base_config(r["config"]), int(r["concurrency"])), []).append(float(r["ms_per_step"]))
     for p in logs:
         for line in Path(p).read_text(errors="replace").splitlines():
             m = re.search(r"\[step_cost\] (\{.*\})", line)
             if m:
                 r = json.loads(m.group(1))
-                samples.setdefault((r["config"].split("@")[0], int(r["concurrency"])), [float(r["ms_per_step"])])
+                samples.setdefault((base_config(r["config"]), int(r["concurrency"])), [float(r["ms_per_step"])])
     ms = {k: sum(v) / len(v) for k, v in samples.items()}
     if spread is not None:
         spread.update({k: (len(v), (max(v) - min(v)) / ms[k]) for k, v in samples.items() if len(v) > 1})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def report():
+    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))  # its sibling step_cost.py
     spec = importlib.util.spec_from_file_location("ddtree_report", ROOT / "benchmark" / "ddtree" / "report.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
