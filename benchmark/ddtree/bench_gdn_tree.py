@@ -356,11 +356,11 @@ def main():
         if a.out:
             a.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
-    cases = ([] if a.no_chain else [(bs, 15, True) for bs in a.bs]) + [(bs, bud, False) for bs in a.bs
-                                                                       for bud in a.budgets]
     if a.cases:  # in the order given (what matters most first, ahead of a deadline)
         cases = [_parse_case(c) for c in a.cases]
     else:
+        cases = ([] if a.no_chain else [(bs, 15, True) for bs in a.bs]) + [(bs, bud, False) for bs in a.bs
+                                                                           for bud in a.budgets]
         cases.sort(key=lambda c: (c[0] * (c[1] + 1), c[0]))
     # Without --cases: ours for every case first (one compile covers all shapes), then upstream (its
     # conv kernel unrolls over the verify width and compiles once per width), smallest first.

@@ -154,6 +154,8 @@ CASES = {
                                       {"env": {"SGLANG_DDTREE_WY_COMMIT": "cuda"}}),
     # 65-node trees with the verify's fast products (session 12): fp32-by-fp32 products from two
     # bf16 parts each, the state in two bf16 parts (~2^-16 relative per product instead of fp32).
+    # The defaults since session 12, set here explicitly so the case keeps covering them if the
+    # defaults move.
     "ddtree64-qwen35-wy-fast": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                           disable_radix_cache=True),
                                 {"env": {"SGLANG_DDTREE_WY_SOLVE_PRECISION": "bf16x3", "SGLANG_DDTREE_WY_STATE_PARTS": "2"}}),
