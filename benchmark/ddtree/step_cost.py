@@ -73,6 +73,20 @@ def memory_bandwidth_gbs(gib: float = 2.0) -> float:
     return 2 * n * 2 / statistics.median(ts[2:]) / 1e9
 
 
+def device_facts(measure_bandwidth: bool) -> dict:
+    """``{"device": name, "copy_bandwidth_gbs": x}`` from a process of its own. The sweep's parent
+    must hold no GPU memory while the engines run: in-process, the caching allocator kept the
+    4 GiB of copy buffers (plus the CUDA context) for the whole sweep, and budgets 64 / 128 / 256
+    and auto ran out of memory capturing their 64-request verify graphs beside it (session 14)."""
+    code = ("import json, sys; sys.path.insert(0, %r); import torch, step_cost as s; "
+            "ok = torch.cuda.is_available(); "
+            "print(json.dumps({'device': torch.cuda.get_device_name() if ok else 'cpu', "
+            "'copy_bandwidth_gbs': s.memory_bandwidth_gbs() if ok and %r else None}))"
+            % (str(Path(__file__).resolve().parent), bool(measure_bandwidth)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def base_config(cfg: str) -> str:
     """``CONFIG@N`` is configuration CONFIG again, in an engine of its own (its rows keep the
     label): the spread between engines of one configuration, beside the rounds' spread inside
@@ -252,6 +266,8 @@ def check_auto_table(configs: List[str], auto_table: Optional[Path]) -> None:
     autos = [i for i, c in enumerate(configs) if base_config(c) == "DDTREE-auto"]
     if not autos:
         return
+    listed_before = any(base_config(c).split("-", 1)[-1].isdigit() for c in configs[:autos[0]]
+                        if base_config(c).startswith("DDTREE-"))
     if auto_table is not None:
         from sglang_ddtree.core.budget_policy import StepCostTable
 
@@ -259,11 +275,13 @@ def check_auto_table(configs: List[str], auto_table: Optional[Path]) -> None:
             budgets = StepCostTable.from_json(auto_table).budgets()
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"step_cost.py: --auto-table {auto_table}: not a step-cost table ({e!r})")
-        if not budgets:
-            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: no DDTREE-<budget> rows")
+        # The table may hold only the chain / no-spec rows when the budgets are measured in this
+        # sweep before auto: the merge puts those rows beside the table's.
+        if not budgets and not listed_before:
+            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: no DDTREE-<budget> rows, and no "
+                             "DDTREE-<budget> configuration is listed before DDTREE-auto")
         return
-    if not any(base_config(c).split("-", 1)[-1].isdigit() for c in configs[:autos[0]]
-               if base_config(c).startswith("DDTREE-")):
+    if not listed_before:
         raise SystemExit("step_cost.py: DDTREE-auto chooses among the DDTREE-<budget> rows measured before it: "
                          "list a DDTREE-<budget> configuration (e.g. DDTREE-16) before it, or give --auto-table PATH")
 
@@ -332,12 +350,16 @@ def main() -> int:
         sys.path.insert(0, str(harness))
     target = a.target_path or str(a.models / "target")
     drafter = a.drafter_path or str(a.models / "drafter")
+    shapes = a.models / "shapes.json" if a.models else None
+    with_floor = bool(shapes and shapes.exists() and not a.child)
+    facts = device_facts(with_floor) if not a.child else {"device": "cuda" if torch.cuda.is_available() else "cpu"}
     meta = {"target": target, "drafter": drafter, "prompt_len": a.prompt_len, "decode_tokens": a.decode_tokens,
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+            "device": facts["device"]}
     vocab = json.loads(Path(target, "config.json").read_text())["vocab_size"]
-    if a.models and (a.models / "shapes.json").exists() and not a.child:
-        wb = json.loads((a.models / "shapes.json").read_text())["weight_bytes"]
-        bw = memory_bandwidth_gbs()
+    if with_floor:
+        wb = json.loads(shapes.read_text())["weight_bytes"]
+        bw = facts["copy_bandwidth_gbs"]
+        bw = float("nan") if bw is None else bw
         meta.update(weight_bytes=wb, copy_bandwidth_gbs=round(bw, 1),
                     floor_ms_target=round(wb["target"] / (bw * 1e9) * 1e3, 3) if bw == bw else None)
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}

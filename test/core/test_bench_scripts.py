@@ -183,6 +183,11 @@ def test_step_cost_auto_needs_budget_rows_before_any_engine(tmp_path):
     table.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0}]}))
     with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
         sc.check_auto_table(["DDTREE-auto"], table)
+    # A chain-only table is enough when this sweep measures a budget before auto (the merge puts
+    # that row beside the table's; session 14's call 3 was refused for this at first).
+    sc.check_auto_table(["DDTREE-16", "DDTREE-8", "DDTREE-auto"], table)
+    with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
+        sc.check_auto_table(["DDTREE-auto", "DDTREE-16"], table)
     table.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 22.0}]}))
     sc.check_auto_table(["DDTREE-chain", "DDTREE-auto"], table)
     # The command line: refused before an engine (or even the model folder) is touched.
@@ -255,3 +260,18 @@ def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "auto_verdict.py"), str(t)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "no concurrency" in r.stderr
+
+
+def test_step_cost_device_facts_come_from_a_process_of_their_own():
+    """The sweep's parent asks a child for the device name and copy bandwidth, so it holds no GPU
+    memory beside the engines (session 14: 4.5 GiB kept in the parent ran 64-request verify
+    graph captures out of memory). Without a GPU: the CPU and no bandwidth."""
+    import step_cost as sc
+    import torch
+
+    facts = sc.device_facts(True)
+    if torch.cuda.is_available():
+        assert facts["device"] == torch.cuda.get_device_name() and facts["copy_bandwidth_gbs"] > 0
+    else:
+        assert facts == {"device": "cpu", "copy_bandwidth_gbs": None}
+    assert sc.device_facts(False)["copy_bandwidth_gbs"] is None
