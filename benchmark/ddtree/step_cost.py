@@ -176,12 +176,15 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     kw = dict(model_path=target, load_format="dummy", skip_tokenizer_init=True, device=dev,
-              dtype="bfloat16" if dev == "cuda" else "float32", mem_fraction_static=0.85 if dev == "cuda" else 0.3,
+              dtype="bfloat16" if dev == "cuda" else "float32",
               max_running_requests=max(concurrency), log_level="error")
     if dev == "cuda":
+        # sglang's automatic --mem-fraction-static (DDTREE lowers it by its verify graphs' need,
+        # compat/verify_memory.py): a fixed 0.85 left budgets 64+ at 64 requests too little
+        # (session 14). --engine-arg mem_fraction_static=... still pins it.
         kw["cuda_graph_max_bs_decode"] = max(concurrency)
     else:
-        kw.update(disable_overlap_schedule=True, max_total_tokens=16384)
+        kw.update(disable_overlap_schedule=True, max_total_tokens=16384, mem_fraction_static=0.3)
     kw.update(spec_kwargs(cfg, drafter, auto_table))
     kw.update(extra)
     if cfg.startswith("DDTREE"):

@@ -69,6 +69,26 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         server_args.speculative_num_draft_tokens = verify_width(
             server_args.speculative_ddtree_budget, block_size
         )
+        _reserve_verify_memory(server_args, block_size)
+
+
+def _reserve_verify_memory(server_args, block_size: int) -> None:
+    """Room beside the static pools for the verify graphs (compat/verify_memory.py). sglang resolved
+    --mem-fraction-static before the speculative handling; whether the user gave it is recorded
+    by the __post_init__ hook below (absent: treated as given, so never lowered)."""
+    from sglang.srt.utils.common import get_device_memory_capacity
+
+    from .compat.verify_memory import apply_verify_reserve, verify_footprint
+    from .worker import ddtree_verify_widths
+
+    gpu_mem = get_device_memory_capacity(server_args.device)
+    hybrid = is_hybrid_target(server_args)
+    fp = verify_footprint(server_args.get_model_config().hf_config,
+                          server_args.speculative_ddtree_gdn_mode if hybrid else None,
+                          tp_size=server_args.tp_size,
+                          dtype_bytes=4 if str(server_args.dtype) in ("float32", "float") else 2)
+    apply_verify_reserve(server_args, getattr(server_args, _FRACTION_GIVEN, True), gpu_mem,
+                         ddtree_verify_widths(server_args, block_size), fp)
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,8 +166,15 @@ def register_graph_guards() -> None:
         HookRegistry.register(target, _no_graph_for_tree_verify, HookType.AROUND)
 
 
+# Set on a ServerArgs before sglang resolves it: whether --mem-fraction-static was given (sglang
+# fills it in, so afterwards an automatic value cannot be told from a given one).
+_FRACTION_GIVEN = "_ddtree_mem_fraction_given"
+
+
 def reject_ddtree_flags_without_ddtree(original, self, *args, **kwargs):
-    """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm."""
+    """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm. Also
+    records whether --mem-fraction-static was given (for ``_reserve_verify_memory``)."""
+    object.__setattr__(self, _FRACTION_GIVEN, self.mem_fraction_static is not None)
     result = original(self, *args, **kwargs)
     if not is_ddtree(self):
         flags = ddtree_flags_set(self)

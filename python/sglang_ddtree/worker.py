@@ -97,6 +97,24 @@ def verify_width(budget: int, block_size: int) -> int:
     return max(int(budget) + 1, int(block_size))
 
 
+def policy_verify_widths(budgets, chain: bool, max_depth: int, block_size: int) -> list:
+    """Verify widths budget auto can choose: each budget's, and the chain's (``max_depth`` nodes)."""
+    widths = {verify_width(b, block_size) for b in budgets}
+    if chain:
+        widths.add(verify_width(max_depth, block_size))
+    return sorted(widths)
+
+
+def ddtree_verify_widths(server_args, block_size: int) -> list:
+    """Every verify width a resolved DDTREE server captures graphs for: the budget's, or with
+    --speculative-ddtree-budget auto each width its step-cost table lets the policy choose."""
+    if server_args.speculative_ddtree_step_cost:
+        table = StepCostTable.from_json(server_args.speculative_ddtree_step_cost)
+        return policy_verify_widths(table.budgets(), table.has_chain(),
+                                    int(server_args.speculative_ddtree_max_depth), block_size)
+    return [verify_width(server_args.speculative_ddtree_budget, block_size)]
+
+
 def drafter_block_size(draft_hf_config) -> int:
     """The DFlash drafter's block size, from its own config (16 when the config is silent)."""
     return int(parse_dflash_draft_config(draft_hf_config=draft_hf_config).resolve_block_size(default=16))
@@ -243,10 +261,7 @@ class DDTreeWorker(DFlashWorkerV2):
         auto``)."""
         if self.policy is None:
             return []
-        widths = {verify_width(b, self.block_size) for b in self.policy.budgets}
-        if self.policy.chain:
-            widths.add(verify_width(self.max_depth, self.block_size))
-        return sorted(widths)
+        return policy_verify_widths(self.policy.budgets, self.policy.chain, self.max_depth, self.block_size)
 
     def init_cuda_graphs(self):
         super().init_cuda_graphs()
