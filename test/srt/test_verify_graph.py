@@ -115,6 +115,42 @@ def test_wy_capture_carries_a_static_tree_and_replays_restage_it(monkeypatch):
         vg._stage_after_load(None, runner, fb)
 
 
+def test_wy_verify_widths_carve_their_commit_inputs_from_one_storage(monkeypatch):
+    """Budget auto captures one graph runner per verify width on one model runner; their commit
+    inputs share the largest width's memory (one width verifies and commits at a time), not one
+    set per width (session 14: auto over widths 16 / 17 / 33 ran the 64-request capture out of
+    memory)."""
+    import sglang.srt.runtime_context as rc
+
+    from sglang_ddtree.compat import gdn_wy
+
+    monkeypatch.setenv(vg.GRAPH_ENV, "1")
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy", speculative_ddtree_max_depth=4))
+    wide, narrow = _hybrid_runner(width=5), _hybrid_runner(width=3)
+    narrow.model_runner = wide.model_runner  # budget auto: the widths' runners share the model runner
+    a = vg._capture_with_mask(_spec(), wide, 4 * 5).ddtree_wy
+    b = vg._capture_with_mask(_spec(), narrow, 2 * 3).ddtree_wy
+    assert a.work_storage is b.work_storage and a.work is not b.work
+    C, HV, V, L = 6, 3, 2, 2  # channels, value heads, value dim, pool layers
+    xa, ua, Ga = gdn_wy._work_views(a, 1, L, torch.arange(4 * 5 * C, dtype=torch.float32).view(20, C), HV, V)
+    assert a.work["u"].shape == (L, 4, 5, HV, V) and a.work["x"].shape == (L, 4 * 5, C)
+    xb, ub, Gb = gdn_wy._work_views(b, 0, L, torch.ones(2 * 3, C), HV, V)
+    assert b.work["u"].shape == (L, 4, 3, HV, V)  # buffers for the runner's largest batch (4)
+    for name in ("x", "u", "G"):
+        assert b.work[name].data_ptr() == a.work[name].data_ptr()  # the same memory
+    assert a.work_storage["u"].numel() == L * 4 * 5 * HV * V  # the largest width's size, not the sum
+    assert torch.equal(xb, torch.ones(6, C)) and ub.shape == (2, 3, HV, V)
+    # A width needing more than the storage holds gets fresh memory; the others keep theirs.
+    before = a.work["u"].data_ptr()
+    big = gdn_wy._carve(a.work_storage, "u", (L, 4, 9, HV, V), torch.float32, "cpu")
+    assert big.data_ptr() != before and a.work["u"].data_ptr() == before
+    assert a.work_storage["u"].numel() == big.numel()
+    # Without a storage (the eager verify's per-step state) each tensor is its own.
+    own = gdn_wy._carve(None, "u", (2, 3), torch.float32, "cpu")
+    assert own.shape == (2, 3) and own.is_contiguous()
+
+
 def test_attention_only_and_snapshot_captures_carry_no_tree(monkeypatch):
     import sglang.srt.runtime_context as rc
 

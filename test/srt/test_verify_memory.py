@@ -54,9 +54,9 @@ def test_reserve_matches_the_allocations_that_failed_on_the_h200():
     need64 = verify_reserve_mb(fp, 64, [65])
     assert need64 * MIB == 64 * 65 * (fp.logits + fp.wy)
     assert 12.0 < need64 / 1024 < 12.5
-    # Budget auto: the widest width's logits, every width's commit inputs.
+    # Budget auto: the widest width's logits and commit inputs (the widths share both).
     auto = verify_reserve_mb(fp, 64, [16, 17, 33])
-    assert auto * MIB == 64 * 33 * fp.logits + 64 * (16 + 17 + 33) * fp.wy
+    assert auto == verify_reserve_mb(fp, 64, [33]) and auto * MIB == 64 * 33 * (fp.logits + fp.wy)
     assert verify_reserve_mb(fp, 0, [17]) == 0 and verify_reserve_mb(fp, 4, []) == 0
 
 

@@ -157,6 +157,11 @@ class WyVerifyState:
     # 1..64 out of memory (~2.4 GB per size).
     work: Dict[str, torch.Tensor] = field(default_factory=dict)
     work_rows: int = 0
+    # Flat storage behind ``work`` shared by the graphs of every verify width (budget auto builds
+    # one graph runner per width, compat/verify_widths.py): one width's verify and commit run at
+    # a time, so the widths need the largest one's buffers, not the sum (None: ``work`` owns its
+    # tensors). name -> 1-D tensor; a width needing more replaces the entry with a larger one.
+    work_storage: Optional[Dict[str, torch.Tensor]] = None
     # Conv weight / bias address tables per run of layers (``_weight_tables``), shared like work.
     tables: Dict[str, Tuple] = field(default_factory=dict)
     # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
@@ -230,6 +235,22 @@ def _pool_layer(stacked: torch.Tensor, ssm_pool: torch.Tensor) -> Tuple[int, int
     return int(li), int(stacked.shape[0])
 
 
+def _carve(storage: Optional[Dict[str, torch.Tensor]], name: str, shape: Tuple[int, ...], dtype: torch.dtype,
+           device) -> torch.Tensor:
+    """A tensor of ``shape`` at the start of ``storage[name]`` (grown, i.e. replaced, when too small
+    or of another dtype; tensors carved before keep the old storage alive), or a tensor of its own
+    without a storage."""
+    numel = 1
+    for d in shape:
+        numel *= int(d)
+    if storage is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    flat = storage.get(name)
+    if flat is None or flat.numel() < numel or flat.dtype != dtype or flat.device != torch.device(device):
+        flat = storage[name] = torch.empty(numel, dtype=dtype, device=device)
+    return flat[:numel].view(shape)
+
+
 def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tensor, hv: int, v_dim: int):
     """Pool layer ``li``'s commit buffers cut to the step's ``bs`` trees (made on first use for
     ``wy.work_rows`` trees and ``n_layers`` layers): ``x [bs*N, C]`` holding a copy of
@@ -240,9 +261,9 @@ def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tens
     w = wy.work
     if not w:
         dev, rows = mixed_qkv.device, wy.work_rows
-        w["x"] = torch.empty(n_layers, rows * n, mixed_qkv.shape[1], dtype=mixed_qkv.dtype, device=dev)
-        w["u"] = torch.empty(n_layers, rows, n, hv, v_dim, dtype=torch.float32, device=dev)
-        w["G"] = torch.empty(n_layers, rows, n, hv, dtype=torch.float32, device=dev)
+        w["x"] = _carve(wy.work_storage, "x", (n_layers, rows * n, mixed_qkv.shape[1]), mixed_qkv.dtype, dev)
+        w["u"] = _carve(wy.work_storage, "u", (n_layers, rows, n, hv, v_dim), torch.float32, dev)
+        w["G"] = _carve(wy.work_storage, "G", (n_layers, rows, n, hv), torch.float32, dev)
     x = w["x"][li, : bs * n]
     x.copy_(mixed_qkv)
     return x, w["u"][li, :bs], w["G"][li, :bs]

@@ -77,7 +77,8 @@ def static_wy_state(runner, bs: int, width: int):
     """The capture-time tree state of ``runner`` for batch size ``bs`` (created on first use):
     views of one ``[max_bs, width]`` parent / ``[max_bs, width, width]`` ancestor buffer, every
     node its own root until a replay writes a tree, and one per-layer commit-input buffer dict
-    shared by every batch size's graph (replays run one at a time)."""
+    shared by every batch size's graph (replays run one at a time), carved from storage shared
+    with the model runner's other verify widths."""
     import torch
 
     from .gdn_wy import WyVerifyState
@@ -97,8 +98,12 @@ def static_wy_state(runner, bs: int, width: int):
 
         # The tree builder's depth limit (--speculative-ddtree-max-depth, resolved at launch to
         # at most the drafter's block size - 1), the bound the worker's eager verify uses too.
+        # The commit inputs' storage is the model runner's: budget auto's graph runners of other
+        # widths (compat/verify_widths.py) carve theirs from the same memory.
+        storage = runner.model_runner.__dict__.setdefault("_ddtree_wy_work_storage", {})
         states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
-                                   work=holder["work"], work_rows=holder["max_bs"], tables=holder["tables"],
+                                   work=holder["work"], work_rows=holder["max_bs"], work_storage=storage,
+                                   tables=holder["tables"],
                                    max_depth=int(published_server_args().speculative_ddtree_max_depth))
     return states[bs]
 

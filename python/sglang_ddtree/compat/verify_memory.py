@@ -9,7 +9,8 @@ long as the server lives, per captured width (budget + 1 positions per request):
 - the fp32 logits of every verify position (``vocab x 4`` bytes: 0.99 MB at Qwen3.6's 248320);
 - in ``--speculative-ddtree-gdn-mode wy`` the commit's inputs of every GatedDeltaNet layer
   (``compat/gdn_wy.py``: the pre-conv projections ``x``, fp32 ``u`` and ``G``: 2.1 MB per position
-  over Qwen3.6-27B's 48 GDN layers), one set per captured width.
+  over Qwen3.6-27B's 48 GDN layers), one set for the widest width (budget auto's other widths
+  carve theirs from the same memory, ``gdn_wy._carve``).
 
 At 64 requests that is ~13 GB for budget 64 and ~26 GB for 128 on the 27B: on the H200 the
 sweep's 64-request graph captures of budgets 64 / 128 / 256 and of budget auto ran out of memory
@@ -64,13 +65,13 @@ def verify_footprint(hf_config, gdn_mode: Optional[str], tp_size: int = 1, dtype
 
 
 def verify_reserve_mb(fp: VerifyFootprint, requests: int, widths: Iterable[int]) -> float:
-    """MiB the verify graphs of ``requests`` requests keep: the logits of the widest width (every
-    width's graphs share the graph pool for their transient tensors) and the wy commit inputs of
-    every width (each width's graphs own one set, shared by their batch sizes)."""
+    """MiB the verify graphs of ``requests`` requests keep at the widest of ``widths``: the logits
+    (every width's graphs share the graph pool for their transient tensors) and the wy commit
+    inputs (one storage for every width and batch size)."""
     ws = [int(w) for w in widths]
     if not ws or requests <= 0:
         return 0.0
-    return (requests * max(ws) * fp.logits + requests * sum(ws) * fp.wy) / MIB
+    return requests * max(ws) * (fp.logits + fp.wy) / MIB
 
 
 def planned_requests(server_args) -> int:

@@ -17,7 +17,9 @@ and the worker swaps them in around each verify forward only (:func:`verify_runt
 prefill / extend and everything else keep the model runner's own.
 
 Memory per extra width: the backend's workspace and the graphs (Qwen3.6-27B, bs 1..16, width
-17: ~1.9 GB with the wy kernels, measured in the capture log).
+17: ~1.9 GB with the wy kernels, measured in the capture log before session 14). The wy commit
+inputs are not per width: every width's graphs carve them from the model runner's one storage
+(compat/verify_graph.py, ``gdn_wy._carve``).
 """
 
 from __future__ import annotations
