@@ -122,7 +122,10 @@ def _deep_paths(lay, nodes: int, P: int):
 
 
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
-             alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=()):
+             alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=(), extras=True):
+    """One table cell. ``extras=False`` (--defaults-only): ours only as the engine runs it (the
+    verify with and without the conv, the conv, the state + conv commit, Triton and CUDA) and
+    upstream replayed from a graph, none of the A/B timings beside them."""
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -170,7 +173,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
 
     if ours_on:
         out["ours_ms_48"] = _time(ours, iters) * LAYERS
-        out["ours_eager_ms_48"] = _time(ours, iters, graph=False) * LAYERS
+        if extras:
+            out["ours_eager_ms_48"] = _time(ours, iters, graph=False) * LAYERS
         for alt in alt_precisions:
             out[f"ours_{alt}_ms_48"] = _time(lambda: ours(alt), iters) * LAYERS
         for impl in alt_impls:
@@ -180,9 +184,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
         out["ours_gdn_only_ms_48"] = _time(lambda: ours(conv=False), iters) * LAYERS  # issue 6's goals
         # The fp32-accurate products beside the default's (the default before session 12).
-        out["ours_gdn_only_fp32acc_ms_48"] = _time(lambda: ours(conv=False, flags=("solvetf32", "parts3")),
-                                                   iters) * LAYERS
-        for name, flat in (("flat", True), ("tiles", False)):  # both tilings beside the default's pick
+        if extras:
+            out["ours_gdn_only_fp32acc_ms_48"] = _time(lambda: ours(conv=False, flags=("solvetf32", "parts3")),
+                                                       iters) * LAYERS
+        for name, flat in (("flat", True), ("tiles", False)) if extras else ():  # both tilings beside the default's pick
             out[f"ours_conv_{name}_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=flat),
                                                    iters) * LAYERS
         for var in variants:
@@ -232,18 +237,20 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         out["ours_commit_ms_48"] = _time(lambda: commit(0, nl), iters) * scale
         acc6, len6 = _deep_paths(lay, 6, accepted.shape[1])
         acc6, len6 = acc6.to(dev), len6.to(dev)
-        out["ours_commit_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6), iters) * scale
+        if extras:
+            out["ours_commit_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6), iters) * scale
         from sglang_ddtree.kernels import tree_cuda
 
         why = tree_cuda.available() if torch.device(dev).type == "cuda" else "no CUDA device"
         if why is None:  # the CUDA port beside it (the engine's SGLANG_DDTREE_WY_COMMIT=cuda)
             cu = tree_cuda.gdn_tree_commit_from_x_layers
             out["ours_commit_cuda_ms_48"] = _time(lambda: commit(0, nl, state_commit=cu), iters) * scale
-            out["ours_commit_cuda_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6, state_commit=cu),
-                                                        iters) * scale
+            if extras:
+                out["ours_commit_cuda_path6_ms_48"] = _time(lambda: commit(0, nl, acc6, len6, state_commit=cu),
+                                                            iters) * scale
         else:
             out["ours_commit_cuda_skipped"] = why
-        if nl > 1:  # (the CPU smoke run skips the A/B: one layer, and the interpreter is slow)
+        if nl > 1 and extras:  # (the CPU smoke run skips the A/B: one layer, and the interpreter is slow)
             out["ours_commit_eager_ms_48"] = _time(lambda: commit(0, nl), iters, graph=False) * scale
             # The same work as per-layer launch pairs (SGLANG_DDTREE_WY_COMMIT=per-layer), eager.
             out["ours_commit_per_layer_eager_ms_48"] = _time(
@@ -294,7 +301,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                 cache_steps=N, retrieve_parent_token=rpt)
 
         out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
-        out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
+        if extras:
+            out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
         out["upstream_extra_mib_per_req"] = LAYERS * N * (HV * V * K * 4 + C * (KW - 1) * 2) / 2**20
     return out
 
@@ -335,6 +343,9 @@ def main():
     ap.add_argument("--cases", nargs="+", default=[], metavar="BSxB",
                     help="only these cases, in this order, instead of every --bs by --budgets (and chain) pair "
                          "smallest first, e.g. 4x64 1x256 16xchain: one call fills single cells of the table")
+    ap.add_argument("--defaults-only", action="store_true",
+                    help="per cell only ours as the engine runs it and upstream from a graph (no eager, "
+                         "precision, conv-tiling or commit A/B timings): the quickest side-by-side table")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
     ap.add_argument("--out", type=Path)
@@ -375,7 +386,8 @@ def main():
         r = run_case(bs, budget, shp, dev, a.iters, phase == "upstream", chain=chain, precision=a.precision,
                      ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
                      variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS,
-                     profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else ())
+                     profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else (),
+                     extras=not a.defaults_only)
         if phase == "ours":
             rows.append(r)
         else:

@@ -33,6 +33,23 @@ def test_bench_gdn_tree_smoke(tmp_path):
         assert all(math.isfinite(x[k]) and x[k] > 0 for k in timed), x
 
 
+def test_bench_gdn_tree_defaults_only(tmp_path):
+    """``--defaults-only``: per cell ours as the engine runs it, none of the A/B timings (session 14:
+    with them a 27B cell took ~100 s and the upstream cells did not fit the call)."""
+    out = tmp_path / "gdn.json"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "bench_gdn_tree.py"), "--smoke",
+                        "--cases", "2x8", "--defaults-only", "--alt-impls", "--variants", "split:32:16",
+                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    timed = {k for k in row if k.endswith("_ms_48")}
+    assert {"ours_ms_48", "ours_gdn_only_ms_48", "ours_conv_only_ms_48", "ours_commit_ms_48"} <= timed
+    assert not timed & {"ours_eager_ms_48", "ours_gdn_only_fp32acc_ms_48", "ours_conv_flat_ms_48",
+                        "ours_commit_path6_ms_48", "ours_commit_eager_ms_48"}, timed
+    assert all(math.isfinite(row[k]) and row[k] > 0 for k in timed), row
+
+
 def test_bench_gdn_tree_cases():
     """``--cases`` picks single cells of the kernel table (the rest of a sweep costs device time)."""
     import bench_gdn_tree as bg
