@@ -47,7 +47,7 @@ from .compat.verify_graph import tree_verify_graphs_enabled
 from .compat.verify_widths import build_verify_runtimes, verify_runtime
 from .core.topk import local_topk, merge_rank_topk
 from .core.tree_builder import build_tree, pad_tree
-from .core.verify_layout import build_verify_layout
+from .core.verify_layout import build_verify_layout, pad_layout
 from .debug_log import DebugLog, StepTimer
 from .metrics import DDTreeStats
 
@@ -239,10 +239,11 @@ class DDTreeWorker(DFlashWorkerV2):
 
     def _build(self, lp, ids, root, prefix, budget, width, max_siblings=None):
         L = min(self.max_depth, lp.shape[1])
-        # The CUDA kernel lays out exactly budget + 1 positions; when the verify width is
-        # padded up to the draft block, the torch path builds the padded layout directly.
-        if self._tree_cuda is not None and width == budget + 1:
-            return self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, budget, max_siblings, L)
+        # The CUDA kernel lays out exactly budget + 1 positions; a verify width padded up to the
+        # draft block (budget < block - 1) gets padding positions after it.
+        if self._tree_cuda is not None:
+            tree, layout = self._tree_cuda.build_tree_and_layout(lp, ids, root, prefix, budget, max_siblings, L)
+            return pad_tree(tree, width - 1), pad_layout(layout, width)
         tree = pad_tree(build_tree(lp, ids, budget, max_siblings, L), width - 1)
         return tree, build_verify_layout(tree, root, prefix, lp.shape[1])
 

@@ -104,6 +104,14 @@ def test_cuda_tree_kernels_equal_reference_and_torch(bs, L, K, B, caps):
         lay_t = build_verify_layout(torch_tree, roots, prefix, L)
         for f in ("tokens", "depth", "positions", "parent", "ancestor_mask", "first_child", "next_sibling"):
             assert torch.equal(getattr(lay, f), getattr(lay_t, f)), f
+        # The worker pads the CUDA layout when the verify width exceeds budget + 1.
+        from sglang_ddtree.core.tree_builder import pad_tree
+        from sglang_ddtree.core.verify_layout import pad_layout
+
+        wide = pad_layout(lay, B + 1 + 7)
+        wide_t = build_verify_layout(pad_tree(torch_tree, B + 7), roots, prefix, L)
+        for f in ("tokens", "depth", "positions", "parent", "ancestor_mask", "first_child", "next_sibling"):
+            assert torch.equal(getattr(wide, f), getattr(wide_t, f)), f
         # Walk: targets that follow random children most of the time.
         g = torch.Generator(device="cpu").manual_seed(seed)
         target = torch.randint(0, 512, lay.tokens.shape, generator=g).cuda()

@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from sglang_ddtree.core.accept import tree_walk, tree_walk_reference, truncate_new_tokens
 from sglang_ddtree.core.commit_plan import build_commit_plan, pages_to_free
-from sglang_ddtree.core.tree_builder import build_tree
-from sglang_ddtree.core.verify_layout import build_verify_layout, build_verify_layout_reference
+from sglang_ddtree.core.tree_builder import build_tree, pad_tree
+from sglang_ddtree.core.verify_layout import build_verify_layout, build_verify_layout_reference, pad_layout
 
 
 def _random_trees(seed, bs, L, K, B):
@@ -47,6 +47,30 @@ def test_layout_matches_reference(seed, bs, L, K, B):
         assert torch.equal(blk[:, int(prefix[b]) :], fast.ancestor_mask[b])
         off += n * w
     assert off == full.numel()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), bs=st.integers(1, 3), L=st.integers(1, 6), K=st.integers(1, 4),
+       B=st.integers(1, 20), extra=st.integers(0, 12))
+def test_padded_layout_equals_the_layout_of_the_padded_tree(seed, bs, L, K, B, extra):
+    """What the worker does after the CUDA builder (exactly budget + 1 positions) when the verify
+    width is padded up to the draft block: the same layout the torch path builds from the padded
+    tree, field by field."""
+    tree = _random_trees(seed, bs, L, K, B)
+    roots = torch.arange(bs) + 3
+    prefix = torch.randint(0, 100, (bs,), generator=torch.Generator().manual_seed(seed))
+    n = B + 1 + extra
+    padded = pad_layout(build_verify_layout(tree, roots, prefix, max_depth=L), n)
+    ref = build_verify_layout(pad_tree(tree, n - 1), roots, prefix, max_depth=L)
+    for f in ("tokens", "depth", "positions", "parent", "ancestor_mask", "first_child", "next_sibling", "retrieve_index"):
+        assert torch.equal(getattr(padded, f), getattr(ref, f)), f
+    assert padded.tokens.shape == (bs, n)
+
+
+def test_pad_layout_refuses_to_shrink():
+    lay = build_verify_layout(_random_trees(1, 1, 2, 2, 4), torch.tensor([1]), torch.tensor([5]), max_depth=2)
+    with pytest.raises(ValueError, match="cannot pad"):
+        pad_layout(lay, 3)
 
 
 @settings(max_examples=80, deadline=None)

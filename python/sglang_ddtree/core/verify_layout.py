@@ -105,6 +105,35 @@ def build_verify_layout(
     )
 
 
+def pad_layout(layout: VerifyLayout, n: int) -> VerifyLayout:
+    """``layout`` (``[bs, m]`` positions) padded to ``[bs, n]`` with padding positions, equal to the
+    layout of the tree padded first (``build_verify_layout(pad_tree(tree, n - 1), ...)``). For the
+    CUDA tree builder, which lays out exactly ``budget + 1`` positions, under a verify width padded
+    up to the draft block: the torch builder in its place cost ~11 ms per step at one request on
+    the 27B (RESULTS.md session 14, budget 8)."""
+    bs, m = layout.tokens.shape
+    if n == m:
+        return layout
+    if n < m:
+        raise ValueError(f"pad_layout: cannot pad {m} positions down to {n}")
+    extra = n - m
+
+    def cat(x, fill):
+        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
+
+    mask = torch.zeros(bs, n, n, dtype=layout.ancestor_mask.dtype, device=layout.ancestor_mask.device)
+    mask[:, :m, :m] = layout.ancestor_mask
+    idx = torch.arange(m, n, device=mask.device)
+    mask[:, idx, idx] = True  # a padding position sees itself (and the prefix)
+    return VerifyLayout(
+        tokens=cat(layout.tokens, 0), depth=cat(layout.depth, 0),
+        positions=torch.cat([layout.positions, layout.positions[:, :1].expand(bs, extra)], 1),
+        parent=cat(layout.parent, -1), ancestor_mask=mask,
+        first_child=cat(layout.first_child, -1), next_sibling=cat(layout.next_sibling, -1),
+        retrieve_index=torch.arange(bs * n, device=layout.tokens.device).view(bs, n),
+    )
+
+
 def _ancestor_mask(parent: torch.Tensor, max_depth: int) -> torch.Tensor:
     """``[bs, n, n]``: row i marks i and every ancestor of i (walk up ``max_depth`` times)."""
     bs, n = parent.shape
