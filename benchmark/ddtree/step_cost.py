@@ -262,10 +262,11 @@ def parse_caps(specs: list, configs: list) -> dict:
     return caps
 
 
-def check_auto_table(configs: List[str], auto_table: Optional[Path]) -> None:
-    """DDTREE-auto needs DDTREE-<budget> rows to choose from: from ``--auto-table`` (read now) or from
-    a DDTREE-<budget> configuration of this sweep listed before it. Checked before any engine
-    starts: otherwise auto's engine fails at launch after the others have spent their time."""
+def check_auto_table(configs: List[str], auto_table) -> None:
+    """DDTREE-auto needs DDTREE-<budget> rows to choose from: from ``--auto-table`` (one path or a
+    list, read now) or from a DDTREE-<budget> configuration of this sweep listed before it.
+    Checked before any engine starts: otherwise auto's engine fails at launch after the others
+    have spent their time."""
     autos = [i for i, c in enumerate(configs) if base_config(c) == "DDTREE-auto"]
     if not autos:
         return
@@ -274,32 +275,42 @@ def check_auto_table(configs: List[str], auto_table: Optional[Path]) -> None:
     if auto_table is not None:
         from sglang_ddtree.core.budget_policy import StepCostTable
 
-        try:
-            budgets = StepCostTable.from_json(auto_table).budgets()
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: not a step-cost table ({e!r})")
-        # The table may hold only the chain / no-spec rows when the budgets are measured in this
-        # sweep before auto: the merge puts those rows beside the table's.
+        tables = auto_table if isinstance(auto_table, (list, tuple)) else [auto_table]
+        budgets = set()
+        for t in tables:
+            try:
+                budgets |= set(StepCostTable.from_json(t).budgets())
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise SystemExit(f"step_cost.py: --auto-table {t}: not a step-cost table ({e!r})")
+        # The tables may hold only the chain / no-spec rows when the budgets are measured in this
+        # sweep before auto: the merge puts those rows beside the tables'.
         if not budgets and not listed_before:
-            raise SystemExit(f"step_cost.py: --auto-table {auto_table}: no DDTREE-<budget> rows, and no "
-                             "DDTREE-<budget> configuration is listed before DDTREE-auto")
+            raise SystemExit(f"step_cost.py: --auto-table {' '.join(map(str, tables))}: no DDTREE-<budget> rows, "
+                             "and no DDTREE-<budget> configuration is listed before DDTREE-auto")
         return
     if not listed_before:
         raise SystemExit("step_cost.py: DDTREE-auto chooses among the DDTREE-<budget> rows measured before it: "
                          "list a DDTREE-<budget> configuration (e.g. DDTREE-16) before it, or give --auto-table PATH")
 
 
-def merge_auto_table(given: Path, rows: List[dict], out: Path) -> Path:
-    """``--auto-table``'s rows with this sweep's rows measured so far in place of the same
-    (configuration, concurrency): auto chooses among every budget either measured, at this call's
-    cost where this call measured it. Written beside ``out``; the path is returned."""
-    d = json.loads(Path(given).read_text())
-    old = d["rows"] if isinstance(d, dict) else d
-    mine = {(base_config(r["config"]), r["concurrency"]) for r in rows}
-    merged = [r for r in old if (base_config(r["config"]), r["concurrency"]) not in mine] + list(rows)
+def merge_auto_table(given, rows: List[dict], out: Path) -> Path:
+    """``--auto-table``'s rows (one path or several, a later table's row in place of an earlier
+    one's for the same (configuration, concurrency)), then this sweep's rows measured so far in
+    place of those: auto chooses among every budget any of them measured, at the latest cost.
+    Written beside ``out``; the path is returned."""
+    given = list(given) if isinstance(given, (list, tuple)) else [given]
+    merged: List[dict] = []
+    for layer in [_rows(Path(t)) for t in given] + [list(rows)]:
+        mine = {(base_config(r["config"]), r["concurrency"]) for r in layer}
+        merged = [r for r in merged if (base_config(r["config"]), r["concurrency"]) not in mine] + layer
     path = out.with_name(f"{out.stem}.auto-table.json")
-    path.write_text(json.dumps({"meta": {"from": [str(given), str(out)]}, "rows": merged}, indent=1))
+    path.write_text(json.dumps({"meta": {"from": [str(g) for g in given] + [str(out)]}, "rows": merged}, indent=1))
     return path
+
+
+def _rows(path: Path) -> List[dict]:
+    d = json.loads(path.read_text())
+    return list(d["rows"] if isinstance(d, dict) else d)
 
 
 def main() -> int:
@@ -329,10 +340,11 @@ def main() -> int:
                          "recorded as over its cap); e.g. DFLASH=16: sglang's DFLASH cannot allocate its "
                          "per-token GDN scratch for 64 requests of the 27B on one H200")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--auto-table", type=Path,
-                    help="DDTREE-auto's step-cost table: a step_cost.py output measured earlier (e.g. the whole "
-                         "budget sweep, when auto runs in a call of its own); default: this sweep's own table, the "
-                         "rows measured before DDTREE-auto")
+    ap.add_argument("--auto-table", type=Path, nargs="+",
+                    help="DDTREE-auto's step-cost table: step_cost.py outputs measured earlier (e.g. the whole "
+                         "budget sweep, when auto runs in a call of its own; several are merged in order, a later "
+                         "table's row replacing an earlier one's), with this sweep's rows measured before auto in "
+                         "place of theirs; default: this sweep's own rows measured before DDTREE-auto")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     # (A child measures one configuration at the concurrencies its parent chose.)
@@ -370,7 +382,7 @@ def main() -> int:
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, str(a.auto_table) if a.auto_table else None, rounds=max(1, a.rounds),
+                       ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),
                        profile=a.profile,
                        on_row=lambda done: a.out.write_text(json.dumps(done)))
         a.out.write_text(json.dumps(rows))
@@ -395,7 +407,7 @@ def main() -> int:
                "--concurrency", *map(str, conc), "--child", "--auto-table", str(a.out.resolve())]
         if base_config(cfg) == "DDTREE-auto" and a.auto_table is not None:
             merged = merge_auto_table(a.auto_table, rows, a.out)
-            meta["auto_table"] = {"given": str(a.auto_table), "merged": merged.name}
+            meta["auto_table"] = {"given": [str(t) for t in a.auto_table], "merged": merged.name}
             cmd[-1] = str(merged.resolve())
         one.unlink(missing_ok=True)
         try:

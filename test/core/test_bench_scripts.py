@@ -125,7 +125,7 @@ def test_step_cost_auto_over_a_given_table(tmp_path):
     d = json.loads(out.read_text())
     assert "failed" not in d["meta"], d["meta"]
     assert [x["config"] for x in d["rows"]] == ["DDTREE-chain", "DDTREE-auto"]
-    assert d["meta"]["auto_table"] == {"given": str(given), "merged": "sc.auto-table.json"}
+    assert d["meta"]["auto_table"] == {"given": [str(given)], "merged": "sc.auto-table.json"}
     merged = json.loads((tmp_path / "sc.auto-table.json").read_text())["rows"]
     chain_here = d["rows"][0]["ms_per_step"]
     assert {(x["config"], x["ms_per_step"]) for x in merged} == {("DDTREE-8", 1.0), ("DDTREE-chain", chain_here)}
@@ -237,6 +237,23 @@ def test_step_cost_merges_the_given_auto_table_with_its_own_rows(tmp_path):
     assert t.cost("chain", 1) == 19.0  # this call's row, not the earlier one
     assert t.cost("chain", 64) == 130.0  # only the earlier table has it
     assert t.cost(64, 1) == 25.0 and t.cost(8, 1) == 21.0
+    # Several given tables (a sweep spread over calls): merged in order, a later table's row in
+    # place of an earlier one's, this call's rows over both.
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"meta": {}, "rows": [
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 23.5},
+        {"config": "DDTREE-128", "concurrency": 1, "ms_per_step": 30.0}]}))
+    t2 = StepCostTable.from_json(sc.merge_auto_table([given, later], mine, tmp_path / "sc.json"))
+    assert t2.budgets() == [8, 16, 64, 128] and t2.cost(16, 1) == 23.5 and t2.cost("chain", 1) == 19.0
+    sc.check_auto_table(["DDTREE-auto"], [later])
+    chain_only = tmp_path / "chain-only.json"
+    chain_only.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-chain", "concurrency": 1,
+                                                            "ms_per_step": 20.0}]}))
+    sc.check_auto_table(["DDTREE-auto"], [chain_only, later])  # the budgets of any table count
+    with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
+        sc.check_auto_table(["DDTREE-auto"], [chain_only])
+    with pytest.raises(SystemExit, match="missing.json: not a step-cost table"):
+        sc.check_auto_table(["DDTREE-auto"], [later, tmp_path / "missing.json"])
 
 
 def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
