@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared in session 14 (not run), device call (nvidia-h200), alone on the GPU, ~6.5 min; after
+# Prepared in session 14 (not run), device call (nvidia-h200), alone on the GPU, ~8 min; after
 # next-call1..3 if the device time holds it, else first in the session after: budget 15 against
 # budget 16 (the default) and the chain, at 1 / 4 / 16 / 64 requests. Budget 15 verifies 16
 # positions per request, the draft block's, as the chain does; budget 16 verifies 17: 6% more
@@ -9,14 +9,19 @@
 R=${OUT:?}
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
+# The tree GDN kernels alone at 2^k - 1 against 2^k budgets (2^k vs 2^k + 1 nodes), ours only.
+timeout 100 bash scripts/gpu_run.sh --here --out $R/kb bench benchmark/ddtree/bench_gdn_tree.py \
+   --cases 16x15 16x16 64x15 64x16 64x31 64x32 64x63 64x64 --defaults-only --no-upstream \
+   --precision bf16x3 --alt-precisions --alt-impls --deadline-s 80 --out $R/kb/gdn.json > $R/kb.out 2>&1
+echo "kb rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
-timeout $(( 420 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/sc bench benchmark/ddtree/step_cost.py \
+timeout $(( 500 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/sc bench benchmark/ddtree/step_cost.py \
   --models /tmp/qwen36 --configs DDTREE-chain DDTREE-15 DDTREE-16 --concurrency 1 4 16 64 \
   --rounds 2 --prompt-len 512 --decode-tokens 32 \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'log_level="info"' \
   --engine-arg 'cuda_graph_bs_decode=[1,4,16,64]' \
-  --deadline-s $(( 340 - $(date +%s) + t0 )) --case-timeout-s 200 --out $R/sc/step_cost.json > $R/sc.out 2>&1
+  --deadline-s $(( 420 - $(date +%s) + t0 )) --case-timeout-s 200 --out $R/sc/step_cost.json > $R/sc.out 2>&1
 echo "step_cost rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-cd $R && tar czf res.tgz --exclude=res.tgz sc prep && rm -rf prep
+cd $R && tar czf res.tgz --exclude=res.tgz kb sc prep && rm -rf prep
