@@ -9,10 +9,12 @@
 R=${OUT:?}
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
-# The tree GDN kernels alone at 2^k - 1 against 2^k budgets (2^k vs 2^k + 1 nodes), ours only.
-timeout 100 bash scripts/gpu_run.sh --here --out $R/kb bench benchmark/ddtree/bench_gdn_tree.py \
+# The tree GDN kernels alone at 2^k - 1 against 2^k budgets (2^k vs 2^k + 1 nodes), ours only,
+# each impl beside auto's pick: 16 nodes are one 16-node chunk ("fused"), 17 go to "twostage"
+# (the root alone, then a 16-node tile); at bs 64 fused over two chunks was never timed.
+timeout 110 bash scripts/gpu_run.sh --here --out $R/kb bench benchmark/ddtree/bench_gdn_tree.py \
    --cases 16x15 16x16 64x15 64x16 64x31 64x32 64x63 64x64 --defaults-only --no-upstream \
-   --precision bf16x3 --alt-precisions --alt-impls --deadline-s 80 --out $R/kb/gdn.json > $R/kb.out 2>&1
+   --precision bf16x3 --alt-precisions --alt-impls fused twostage --deadline-s 90 --out $R/kb/gdn.json > $R/kb.out 2>&1
 echo "kb rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
 timeout $(( 500 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/sc bench benchmark/ddtree/step_cost.py \
