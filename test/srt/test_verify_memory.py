@@ -90,6 +90,11 @@ def test_automatic_fraction_is_lowered_and_a_given_one_kept_with_a_warning(caplo
     with caplog.at_level(logging.WARNING, logger="sglang_ddtree.compat.verify_memory"):
         apply_verify_reserve(small, True, gpu, [17], fp)
     assert small.mem_fraction_static == 0.85 and not caplog.records
+    # A verify that leaves the pools almost nothing is refused at launch, naming what to lower.
+    huge = _sa(0.908, max_running=256)
+    with pytest.raises(ValueError, match="lower --speculative-ddtree-budget"):
+        apply_verify_reserve(huge, False, gpu, [257], fp)
+    assert huge.mem_fraction_static == 0.908
     # Device memory unknown: nothing changes.
     unknown = _sa(0.88)
     assert apply_verify_reserve(unknown, False, None, [129], fp) is None and unknown.mem_fraction_static == 0.88

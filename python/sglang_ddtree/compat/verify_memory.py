@@ -33,6 +33,9 @@ MIB = float(1 << 20)
 # A verify whose need beyond sglang's own reserve is more than this share of what an explicit
 # --mem-fraction-static leaves gets a warning (the rest is the prefill / eager activations').
 WARN_SHARE = 0.5
+# Below this automatic fraction the weights and pools cannot fit: refused at launch, naming what
+# to lower, instead of sglang's later out-of-memory.
+MIN_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,14 @@ def apply_verify_reserve(server_args, fraction_given: bool, gpu_mem_mb: Optional
     need = verify_reserve_mb(fp, requests, widths)
     frac = float(server_args.mem_fraction_static)
     if not fraction_given:
-        server_args.mem_fraction_static = lowered_fraction(frac, gpu_mem_mb, need)
+        lowered = lowered_fraction(frac, gpu_mem_mb, need)
+        if lowered < MIN_FRACTION:
+            raise ValueError(
+                f"DDTREE: the verify graphs of {requests} requests x widths {widths} need ~{need / 1024:.1f} GiB "
+                f"beside the static pools, which leaves --mem-fraction-static {lowered:.3f} of this device's "
+                f"{gpu_mem_mb / 1024:.1f} GiB: lower --speculative-ddtree-budget, or the requests a verify runs for "
+                "(--max-running-requests / --cuda-graph-max-bs-decode).")
+        server_args.mem_fraction_static = lowered
         logger.info("DDTREE: --mem-fraction-static %.3f (sglang's automatic %.3f less %.2f GiB for the verify "
                     "graphs: %d requests x widths %s)", server_args.mem_fraction_static, frac, need / 1024,
                     requests, widths)
