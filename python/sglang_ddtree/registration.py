@@ -173,9 +173,13 @@ _FRACTION_GIVEN = "_ddtree_mem_fraction_given"
 
 def reject_ddtree_flags_without_ddtree(original, self, *args, **kwargs):
     """AROUND hook on ServerArgs.__post_init__: DDTREE flags need the DDTREE algorithm. Also
-    records whether --mem-fraction-static was given (for ``_reserve_verify_memory``)."""
+    records whether --mem-fraction-static was given, for ``_reserve_verify_memory`` inside the
+    original, and removes the mark after it (``vars(server_args)`` is what /server_info shows)."""
     object.__setattr__(self, _FRACTION_GIVEN, self.mem_fraction_static is not None)
-    result = original(self, *args, **kwargs)
+    try:
+        result = original(self, *args, **kwargs)
+    finally:
+        self.__dict__.pop(_FRACTION_GIVEN, None)
     if not is_ddtree(self):
         flags = ddtree_flags_set(self)
         if flags:

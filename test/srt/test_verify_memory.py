@@ -140,3 +140,5 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     assert ddtree.mem_fraction_static == round(plain - need / gpu, 3) < plain
     given = server_args_cls(**base, **spec, mem_fraction_static=0.5)
     assert given.mem_fraction_static == 0.5
+    # The launch-time mark is gone afterwards (vars(server_args) is what /server_info reports).
+    assert not [k for k in vars(ddtree) if k.startswith("_ddtree")] and not [k for k in vars(given) if k.startswith("_ddtree")]
