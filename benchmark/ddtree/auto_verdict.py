@@ -19,19 +19,17 @@ A configuration with repeats counts at the mean of its engines.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from report import _budget
-from step_cost import base_config
+from step_cost import base_config, config_budget, table_rows
 
 AUTO = "DDTREE-auto"
 
 
 def _fixed(cfg: str) -> bool:
-    return cfg == "DDTREE-chain" or _budget(cfg) is not None
+    return cfg == "DDTREE-chain" or config_budget(cfg) is not None
 
 
 def _cost(row: dict) -> float:
@@ -45,11 +43,7 @@ def _round_spread(row: dict) -> float:
 
 def load_rows(paths: List[Path]) -> List[dict]:
     """Rows of step_cost tables (``{"meta", "rows"}``) or of its per-configuration files (lists)."""
-    rows = []
-    for p in paths:
-        d = json.loads(Path(p).read_text())
-        rows += d["rows"] if isinstance(d, dict) else d
-    return rows
+    return [r for p in paths for r in table_rows(p)]
 
 
 def verdicts(rows: List[dict]) -> List[dict]:

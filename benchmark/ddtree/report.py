@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from step_cost import base_config
+from step_cost import base_config, config_budget
 
 CONFIG_ORDER = ("no-spec", "DFLASH")
 
@@ -33,18 +33,13 @@ CONFIG_ORDER = ("no-spec", "DFLASH")
 SAME_ACCEPTANCE = {"DDTREE-chain": "DFLASH"}
 
 
-def _budget(cfg: str) -> Optional[int]:
-    tail = cfg.split("-", 1)[1] if cfg.startswith("DDTREE-") else ""
-    return int(tail) if tail.isdigit() else None
-
-
 def _config_key(cfg: str) -> Tuple[int, int]:
     if cfg in CONFIG_ORDER:
         return (CONFIG_ORDER.index(cfg), 0)
     if cfg == "DDTREE-chain":
         return (len(CONFIG_ORDER), 0)
-    if _budget(cfg) is not None:
-        return (len(CONFIG_ORDER) + 1, _budget(cfg))
+    if config_budget(cfg) is not None:
+        return (len(CONFIG_ORDER) + 1, config_budget(cfg))
     return (len(CONFIG_ORDER) + 2, 0)
 
 
@@ -190,15 +185,15 @@ def plot(ms: dict, proj: dict, hist: dict, png: Path) -> bool:
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for c in concs:
         ref = _reference(proj, c)
-        pts = sorted((_budget(cfg), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
-                     if cc == c and _budget(cfg) is not None)
+        pts = sorted((config_budget(cfg), p["tokens_per_s"]) for (cfg, cc), p in proj.items()
+                     if cc == c and config_budget(cfg) is not None)
         if pts:
             line = ax[0].plot(*zip(*pts), marker="o", label=f"DDTREE, conc {c}")[0]
             if ref is not None:
                 ax[0].axhline(proj[(ref, c)]["tokens_per_s"], ls="--", color=line.get_color(),
                               label=f"{ref}, conc {c}")
-        rpts = sorted((_budget(cfg), p["vs"]) for (cfg, cc), p in proj.items()
-                      if cc == c and _budget(cfg) is not None and "vs" in p)
+        rpts = sorted((config_budget(cfg), p["vs"]) for (cfg, cc), p in proj.items()
+                      if cc == c and config_budget(cfg) is not None and "vs" in p)
         if rpts:
             ax[1].plot(*zip(*rpts), marker="o", label=f"conc {c} (vs {ref})")
     ax[0].set(xscale="log", xlabel="DDTREE budget", ylabel="projected tokens/s per request", title="speed")

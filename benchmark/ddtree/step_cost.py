@@ -97,6 +97,18 @@ def base_config(cfg: str) -> str:
     return name
 
 
+def config_budget(cfg: str) -> Optional[int]:
+    """The budget of a ``DDTREE-<budget>`` configuration name, else None (the chain, auto, others)."""
+    tail = cfg.split("-", 1)[1] if cfg.startswith("DDTREE-") else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def table_rows(path: Path) -> List[dict]:
+    """The rows of a step-cost table (``{"meta", "rows"}``) or of a per-configuration file (a list)."""
+    d = json.loads(Path(path).read_text())
+    return list(d["rows"] if isinstance(d, dict) else d)
+
+
 def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dict:
     cfg = base_config(cfg)
     if cfg == "no-spec":
@@ -111,8 +123,8 @@ def spec_kwargs(cfg: str, drafter: str, auto_table: Optional[str] = None) -> dic
                     speculative_ddtree_step_cost=auto_table)
     if cfg == "DDTREE-chain":  # the chain through DDTREE's worker: the budget policy's fallback
         return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=15, speculative_ddtree_topk=1)
-    if cfg.startswith("DDTREE-"):
-        return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=int(cfg.split("-", 1)[1]))
+    if config_budget(cfg) is not None:
+        return dict(base, speculative_algorithm="DDTREE", speculative_ddtree_budget=config_budget(cfg))
     raise ValueError(f"unknown configuration {cfg!r} (no-spec, DFLASH, DDTREE-chain, DDTREE-<budget>, DDTREE-auto)")
 
 
@@ -270,8 +282,7 @@ def check_auto_table(configs: List[str], auto_table) -> None:
     autos = [i for i, c in enumerate(configs) if base_config(c) == "DDTREE-auto"]
     if not autos:
         return
-    listed_before = any(base_config(c).split("-", 1)[-1].isdigit() for c in configs[:autos[0]]
-                        if base_config(c).startswith("DDTREE-"))
+    listed_before = any(config_budget(base_config(c)) is not None for c in configs[:autos[0]])
     if auto_table is not None:
         from sglang_ddtree.core.budget_policy import StepCostTable
 
@@ -300,17 +311,12 @@ def merge_auto_table(given, rows: List[dict], out: Path) -> Path:
     Written beside ``out``; the path is returned."""
     given = list(given) if isinstance(given, (list, tuple)) else [given]
     merged: List[dict] = []
-    for layer in [_rows(Path(t)) for t in given] + [list(rows)]:
+    for layer in [table_rows(Path(t)) for t in given] + [list(rows)]:
         mine = {(base_config(r["config"]), r["concurrency"]) for r in layer}
         merged = [r for r in merged if (base_config(r["config"]), r["concurrency"]) not in mine] + layer
     path = out.with_name(f"{out.stem}.auto-table.json")
     path.write_text(json.dumps({"meta": {"from": [str(g) for g in given] + [str(out)]}, "rows": merged}, indent=1))
     return path
-
-
-def _rows(path: Path) -> List[dict]:
-    d = json.loads(path.read_text())
-    return list(d["rows"] if isinstance(d, dict) else d)
 
 
 def main() -> int:
