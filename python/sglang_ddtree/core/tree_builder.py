@@ -197,15 +197,20 @@ def _empty(bs: int, B: int, dev) -> DraftTree:
     )
 
 
+def pad_columns(x: torch.Tensor, extra: int, fill) -> torch.Tensor:
+    """``x [bs, n]`` with ``extra`` columns of ``fill`` appended: ``[bs, n + extra]``."""
+    return torch.cat([x, torch.full((x.shape[0], extra), fill, dtype=x.dtype, device=x.device)], 1)
+
+
 def pad_tree(tree: DraftTree, nodes: int) -> DraftTree:
     """Pad a ``[bs, B]`` tree with padding nodes to ``[bs, nodes]``."""
-    bs, b = tree.depth.shape
+    b = tree.depth.shape[1]
     if nodes == b:
         return tree
     extra = nodes - b
 
     def cat(x, fill):
-        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
+        return pad_columns(x, extra, fill)
 
     return DraftTree(
         depth=cat(tree.depth, -1), parent=cat(tree.parent, -1), rank=cat(tree.rank, -1),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .tree_builder import DraftTree
+from .tree_builder import DraftTree, pad_columns
 
 
 @dataclass
@@ -119,7 +119,7 @@ def pad_layout(layout: VerifyLayout, n: int) -> VerifyLayout:
     extra = n - m
 
     def cat(x, fill):
-        return torch.cat([x, torch.full((bs, extra), fill, dtype=x.dtype, device=x.device)], 1)
+        return pad_columns(x, extra, fill)
 
     mask = torch.zeros(bs, n, n, dtype=layout.ancestor_mask.dtype, device=layout.ancestor_mask.device)
     mask[:, :m, :m] = layout.ancestor_mask
