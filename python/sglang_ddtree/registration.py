@@ -83,10 +83,20 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
 
     gpu_mem = get_device_memory_capacity(server_args.device)
     hybrid = is_hybrid_target(server_args)
-    fp = verify_footprint(server_args.get_model_config().hf_config,
-                          server_args.speculative_ddtree_gdn_mode if hybrid else None,
-                          tp_size=server_args.tp_size,
-                          dtype_bytes=4 if str(server_args.dtype) in ("float32", "float") else 2)
+    model_config = server_args.get_model_config()
+    # The verify runs through the decode or the prefill attention backend depending on the
+    # backend pairing; count the one whose graph buffers are larger (None: not resolved yet,
+    # counted as triton's).
+    backends = {server_args.decode_attention_backend or server_args.attention_backend,
+                server_args.prefill_attention_backend or server_args.attention_backend}
+    fp = max((verify_footprint(model_config.hf_config,
+                               server_args.speculative_ddtree_gdn_mode if hybrid else None,
+                               tp_size=server_args.tp_size,
+                               dtype_bytes=4 if str(server_args.dtype) in ("float32", "float") else 2,
+                               attention_backend=b,
+                               context_len=server_args.context_length or getattr(model_config, "context_len", None),
+                               kv_splits=int(getattr(server_args, "triton_attention_num_kv_splits", 8) or 8))
+              for b in backends), key=lambda f: f.per_position)
     apply_verify_reserve(server_args, getattr(server_args, _FRACTION_GIVEN, True), gpu_mem,
                          ddtree_verify_widths(server_args, block_size), fp)
 

@@ -10,9 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_ddtree.compat.verify_memory import (
+    MARGIN,
     MIB,
     VerifyFootprint,
     apply_verify_reserve,
+    attention_graph_bytes,
     lowered_fraction,
     planned_requests,
     verify_footprint,
@@ -22,41 +24,68 @@ from sglang_ddtree.compat.verify_memory import (
 # Qwen3.6-27B (design doc §2): 64 layers, 3 GatedDeltaNet per gated-attention layer.
 QWEN36 = SimpleNamespace(text_config=SimpleNamespace(
     vocab_size=248320, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 16,
-    linear_num_key_heads=16, linear_num_value_heads=48, linear_key_head_dim=128, linear_value_head_dim=128))
+    linear_num_key_heads=16, linear_num_value_heads=48, linear_key_head_dim=128, linear_value_head_dim=128,
+    num_attention_heads=24, head_dim=256, max_position_embeddings=262144))
 
 
 def test_footprint_at_qwen36_27b_shapes():
-    fp = verify_footprint(QWEN36, "wy")
-    assert fp.logits == 248320 * 4
+    fp = verify_footprint(QWEN36, "wy", attention_backend="triton")
+    assert fp.logits == 248320 * 4 and fp.logits_model == 248320 * 2
     # per GDN layer: x (bf16, q|k|v = 2*16*128 + 48*128 = 10240 channels), u (fp32 48 x 128), G (fp32 48)
     assert fp.wy == 48 * (10240 * 2 + 48 * 128 * 4 + 48 * 4) == 2_171_904
-    assert verify_footprint(QWEN36, "snapshot") == VerifyFootprint(248320 * 4, 0)
+    # triton: int64 KV indices + uint8 tree mask over the 262144 context per verify token, and the
+    # fp32 split-KV partials (24 heads x 8 splits x (256 + 1)).
+    assert fp.attention == 262144 * 9 + 24 * 8 * 257 * 4
+    assert fp.per_position == fp.logits + fp.logits_model + fp.wy + fp.attention
+    snap = verify_footprint(QWEN36, "snapshot", attention_backend="triton")
+    assert snap.wy == 0 and snap.attention == fp.attention and snap.logits == fp.logits
     assert verify_footprint(QWEN36, None).wy == 0
-    # Tensor parallel: value and key heads split across ranks, the logits are gathered in full.
-    tp2 = verify_footprint(QWEN36, "wy", tp_size=2)
+    # Tensor parallel: value, key and query heads split across ranks, the logits are gathered in full.
+    tp2 = verify_footprint(QWEN36, "wy", tp_size=2, attention_backend="triton")
     assert tp2.logits == fp.logits and tp2.wy == 48 * (5120 * 2 + 24 * 128 * 4 + 24 * 4)
+    assert tp2.attention == 262144 * 9 + 12 * 8 * 257 * 4
     # sglang's own hybrid configs list the layers instead (Qwen3_5TextConfig.linear_layer_ids).
     listed = SimpleNamespace(**{k: v for k, v in vars(QWEN36.text_config).items() if k != "layer_types"},
                              linear_layer_ids=[i for i in range(64) if i % 4 != 3])
-    assert verify_footprint(listed, "wy") == fp
-    # A dense target has no GDN layers.
-    dense = SimpleNamespace(vocab_size=1000, layer_types=None)
-    assert verify_footprint(dense, "wy") == VerifyFootprint(4000, 0)
+    assert verify_footprint(listed, "wy", attention_backend="triton") == fp
+    # A dense target has no GDN layers; head_dim from hidden_size when the config has none.
+    dense = SimpleNamespace(vocab_size=1000, layer_types=None, num_attention_heads=4, hidden_size=64,
+                            max_position_embeddings=128)
+    assert verify_footprint(dense, "wy", attention_backend="triton") == VerifyFootprint(
+        4000, 2000, 0, 128 * 9 + 4 * 8 * 17 * 4)
 
 
-def test_reserve_matches_the_allocations_that_failed_on_the_h200():
-    """RESULTS.md session 14: budget 64 at 64 requests failed allocating u (4.57 GiB), budget 128
-    its fp32 logits (7.64 GiB); the reserve counts both and x."""
-    fp = verify_footprint(QWEN36, "wy")
-    u64 = 48 * 64 * 65 * 48 * 128 * 4
-    assert abs(u64 / 2**30 - 4.57) < 0.01
-    assert abs(64 * 129 * fp.logits / 2**30 - 7.64) < 0.01
+def test_attention_buffers_by_backend_and_context():
+    # A given --context-length replaces the config's; the per-context bytes scale with it.
+    short = verify_footprint(QWEN36, "wy", attention_backend="triton", context_len=8192)
+    assert short.attention == 8192 * 9 + 24 * 8 * 257 * 4
+    assert attention_graph_bytes("flashinfer", 8192, 24, 256) == 8192 * 5
+    # Page-table backends keep one row per request, not per token.
+    assert attention_graph_bytes("fa3", 262144, 24, 256) == 262144 * 4 // 16
+    # Not resolved yet, or a backend this module does not know: counted as triton (the largest).
+    assert attention_graph_bytes(None, 8192, 24, 256) == attention_graph_bytes("triton", 8192, 24, 256)
+    assert attention_graph_bytes("some_new_backend", 8192, 24, 256) == attention_graph_bytes("triton", 8192, 24, 256)
+
+
+def test_reserve_matches_the_h200_graph_captures():
+    """RESULTS.md session 15 (27B, triton, 262144 context, 64 requests): the chain's verify graphs
+    (64 x 16 positions) took 6.30 GB; budget 64's capture ran out of memory with 24.6 GB beside the
+    pools (sglang's automatic fraction less session 14's reserve, which counted only the fp32
+    logits and the wy inputs: 12.3 GiB); its pre-forward buffers alone took 13.8 GB (3.3 MB per
+    position: the triton indices and mask, the fp32 logits)."""
+    fp = verify_footprint(QWEN36, "wy", attention_backend="triton")
+    chain_listed = 64 * 16 * fp.per_position
+    assert abs(chain_listed / 1e9 - 6.30) / 6.30 < 0.05
+    assert abs(64 * 65 * (fp.logits + fp.attention) / 1e9 - 13.8) / 13.8 < 0.1
     need64 = verify_reserve_mb(fp, 64, [65])
-    assert need64 * MIB == 64 * 65 * (fp.logits + fp.wy)
-    assert 12.0 < need64 / 1024 < 12.5
-    # Budget auto: the widest width's logits and commit inputs (the widths share both).
+    assert need64 * MIB == pytest.approx(MARGIN * 64 * 65 * fp.per_position)
+    assert need64 / 1024 > 24.6 / 1.074  # more than what the failed capture had
+    # Budget auto: the widest width's shared buffers, every width's attention buffers.
     auto = verify_reserve_mb(fp, 64, [16, 17, 33])
-    assert auto == verify_reserve_mb(fp, 64, [33]) and auto * MIB == 64 * 33 * (fp.logits + fp.wy)
+    shared = fp.per_position - fp.attention
+    assert auto * MIB == pytest.approx(MARGIN * 64 * (33 * shared + (16 + 17 + 33) * fp.attention))
+    assert auto > verify_reserve_mb(fp, 64, [33])
+    assert verify_reserve_mb(fp, 64, [33, 33]) == verify_reserve_mb(fp, 64, [33])
     assert verify_reserve_mb(fp, 0, [17]) == 0 and verify_reserve_mb(fp, 4, []) == 0
 
 
@@ -72,7 +101,7 @@ def test_planned_requests():
 
 
 def test_automatic_fraction_is_lowered_and_a_given_one_kept_with_a_warning(caplog):
-    fp = verify_footprint(QWEN36, "wy")
+    fp = verify_footprint(QWEN36, "wy", attention_backend="triton", context_len=8192)
     gpu = 143_771.0  # the H200's MiB
     need = verify_reserve_mb(fp, 64, [129])
     auto = _sa(0.908)
@@ -86,7 +115,7 @@ def test_automatic_fraction_is_lowered_and_a_given_one_kept_with_a_warning(caplo
     msg = "\n".join(r.getMessage() for r in caplog.records)
     assert f"--mem-fraction-static {lowered_fraction(0.85, gpu, need):.3f} or lower" in msg
     caplog.clear()
-    small = _sa(0.85)  # budget 16: ~3.4 GB of the ~21 GB left; no warning
+    small = _sa(0.85)  # budget 16: ~4.7 GB of the ~21 GB left; no warning
     with caplog.at_level(logging.WARNING, logger="sglang_ddtree.compat.verify_memory"):
         apply_verify_reserve(small, True, gpu, [17], fp)
     assert small.mem_fraction_static == 0.85 and not caplog.records
@@ -134,8 +163,12 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     gdn = sum(t == "linear_attention" for t in cfg["layer_types"])
     hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
     dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
-    per_position = cfg["vocab_size"] * 4 + gdn * ((2 * hk * dk + hv * dv) * 4 + hv * dv * 4 + hv * 4)
-    need = 1024 * ddtree.speculative_num_draft_tokens * per_position / MIB
+    # fp32 logits buffer + the fp32 lm_head output + the wy inputs + the attention graph buffers
+    # (this CPU build's backend is not one the reserve knows: counted as triton's, over the
+    # config's context).
+    per_position = (cfg["vocab_size"] * 4 * 2 + gdn * ((2 * hk * dk + hv * dv) * 4 + hv * dv * 4 + hv * 4)
+                    + cfg["max_position_embeddings"] * 9 + cfg["num_attention_heads"] * 8 * (cfg["head_dim"] + 1) * 4)
+    need = MARGIN * 1024 * ddtree.speculative_num_draft_tokens * per_position / MIB
     assert ddtree.speculative_num_draft_tokens == 17
     assert ddtree.mem_fraction_static == round(plain - need / gpu, 3) < plain
     given = server_args_cls(**base, **spec, mem_fraction_static=0.5)
