@@ -122,10 +122,12 @@ def _deep_paths(lay, nodes: int, P: int):
 
 
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
-             alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=(), extras=True):
+             alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=(), extras=True,
+             upstream_conv_max_nodes=None):
     """One table cell. ``extras=False`` (--defaults-only): ours only as the engine runs it (the
     verify with and without the conv, the conv, the state + conv commit, Triton and CUDA) and
-    upstream replayed from a graph, none of the A/B timings beside them."""
+    upstream replayed from a graph, none of the A/B timings beside them. Upstream's GDN kernel is
+    also timed alone (beside ours_gdn_only); above ``upstream_conv_max_nodes`` nodes only that."""
     from sglang_ddtree.kernels import gdn_tree_triton as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
@@ -209,12 +211,10 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             out[f"profile_{impl}_ms_48"] = {
                 name: round(ms * LAYERS, 4)
                 for name, ms in _profile(lambda: ours(precision, name_, conv=False, flags=tuple(flags))).items()}
-    else:
-        ours()
-    _, u, G = held["r"]
-    st = state.clone()
-    cp = conv_pool.clone()
     if ours_on:
+        _, u, G = held["r"]
+        st = state.clone()
+        cp = conv_pool.clone()
         # What --speculative-ddtree-gdn-mode wy runs: every layer's state and conv commit in two
         # launches over buffers stacked over the layers (timed here as one launch each over 48
         # copies of this layer's inputs; eager: the host launch cost is part of it).
@@ -288,11 +288,13 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             fc = ns = rpt = None
         cu = torch.arange(0, T + 1, N, device=dev, dtype=torch.int32)
 
-        def theirs():
+        def their_conv():
             xc = x.view(bs, N, C).transpose(1, 2)
             causal_conv1d_update(xc, conv_pool, w, None, "silu", conv_state_indices=sidx,
                                  intermediate_conv_window=inter_conv, intermediate_state_indices=sidx,
                                  retrieve_next_token=fc, retrieve_next_sibling=ns, retrieve_parent_token=rpt)
+
+        def their_gdn():
             fused_sigmoid_gating_delta_rule_update(
                 A_log=A_log, a=a, dt_bias=dt_bias, softplus_beta=1.0, softplus_threshold=20.0,
                 q=q.unsqueeze(0), k=k.unsqueeze(0), v=v.unsqueeze(0), b=b, initial_state_source=state,
@@ -300,9 +302,21 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                 disable_state_update=True, intermediate_states_buffer=inter, intermediate_state_indices=sidx,
                 cache_steps=N, retrieve_parent_token=rpt)
 
-        out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
-        if extras:
-            out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
+        def theirs():
+            their_conv()
+            their_gdn()
+
+        out["upstream_gdn_only_ms_48"] = _time(their_gdn, iters) * LAYERS
+        if upstream_conv_max_nodes is not None and N > upstream_conv_max_nodes:
+            # The tree conv kernel unrolls its token loop over the nodes (causal_conv1d_triton.py:
+            # tl.static_range(seqlen)); at 257 nodes its compile did not finish within ~400 s on
+            # the H200 (RESULTS.md sessions 13 and 15), so such cells compare the GDN kernels alone.
+            out["upstream_conv_skipped"] = (f"{N} nodes > --upstream-conv-max-nodes {upstream_conv_max_nodes}: "
+                                            "upstream's tree conv compiles unrolled over the nodes")
+        else:
+            out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
+            if extras:
+                out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
         out["upstream_extra_mib_per_req"] = LAYERS * N * (HV * V * K * 4 + C * (KW - 1) * 2) / 2**20
     return out
 
@@ -346,6 +360,9 @@ def main():
     ap.add_argument("--defaults-only", action="store_true",
                     help="per cell only ours as the engine runs it and upstream from a graph (no eager, "
                          "precision, conv-tiling or commit A/B timings): the quickest side-by-side table")
+    ap.add_argument("--upstream-conv-max-nodes", type=int, default=None,
+                    help="cells with more nodes time upstream's GDN kernel alone, not its tree conv (which "
+                         "compiles unrolled over the nodes: minutes at 257)")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop starting new cases after this many seconds")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, 1 iteration, no upstream (CPU: TRITON_INTERPRET=1)")
     ap.add_argument("--out", type=Path)
@@ -387,7 +404,7 @@ def main():
                      ours_on=phase == "ours", alt_precisions=a.alt_precisions, alt_impls=a.alt_impls,
                      variants=a.variants if phase == "ours" else (), commit_layers=1 if a.smoke else LAYERS,
                      profile_impls=a.profile_impls if phase == "ours" and dev == "cuda" else (),
-                     extras=not a.defaults_only)
+                     extras=not a.defaults_only, upstream_conv_max_nodes=a.upstream_conv_max_nodes)
         if phase == "ours":
             rows.append(r)
         else:
@@ -395,6 +412,8 @@ def main():
             match.update({key: val for key, val in r.items() if key.startswith("upstream")})
             if "upstream_ms_48" in match:
                 match["speedup"] = match["upstream_ms_48"] / match["ours_ms_48"]
+            if "ours_gdn_only_ms_48" in match and "upstream_gdn_only_ms_48" in match:
+                match["speedup_gdn_only"] = match["upstream_gdn_only_ms_48"] / match["ours_gdn_only_ms_48"]
             r = match
         print(json.dumps(r), flush=True)
         save()

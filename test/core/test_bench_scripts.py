@@ -61,6 +61,32 @@ def test_bench_gdn_tree_cases():
             bg._parse_case(bad)
 
 
+def test_bench_gdn_tree_upstream_conv_cap(monkeypatch):
+    """Upstream's cell: its GDN kernel timed alone beside the conv + GDN pair, and only alone above
+    ``--upstream-conv-max-nodes`` (its tree conv compiles unrolled over the nodes: at 257 nodes not
+    within ~400 s on the H200). Upstream's kernels do not run on the Triton interpreter, so this
+    checks the cell's bookkeeping with recorders in their place."""
+    import sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent as up_gdn
+    import sglang.kernels.ops.mamba.causal_conv1d_triton as up_conv
+
+    import bench_gdn_tree as bg
+
+    calls = []
+    monkeypatch.setattr(up_gdn, "fused_sigmoid_gating_delta_rule_update", lambda **kw: calls.append("gdn"))
+    monkeypatch.setattr(up_conv, "causal_conv1d_update", lambda *a, **kw: calls.append("conv"))
+    tiny = dict(H=1, HV=2, K=16, V=16, KW=4)
+    capped = bg.run_case(2, 8, tiny, "cpu", 1, True, ours_on=False, extras=False, upstream_conv_max_nodes=8)
+    assert capped["nodes"] == 9 and "conv" not in calls and calls.count("gdn") == 4  # 3 warm-ups + 1 timed
+    assert "upstream_ms_48" not in capped and capped["upstream_gdn_only_ms_48"] > 0
+    assert "9 nodes > --upstream-conv-max-nodes 8" in capped["upstream_conv_skipped"]
+    calls.clear()
+    full = bg.run_case(2, 8, tiny, "cpu", 1, True, ours_on=False, extras=False, upstream_conv_max_nodes=9)
+    assert calls.count("conv") == 4 and calls.count("gdn") == 8  # alone, then with the conv
+    assert full["upstream_ms_48"] > 0 and full["upstream_gdn_only_ms_48"] > 0 and "upstream_conv_skipped" not in full
+    assert bg.run_case(2, 8, tiny, "cpu", 1, False, ours_on=False).keys() == {"bs", "budget", "nodes",
+                                                                            "ours_extra_mib_per_req"}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """Each configuration in its own process; DDTREE-only arguments reach DDTREE only (a DDTREE
