@@ -79,7 +79,8 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
     from sglang.srt.utils.common import get_device_memory_capacity
 
     from .compat.verify_memory import apply_verify_reserve, verify_footprint
-    from .worker import ddtree_verify_widths
+    from .compat.verify_widths import capture_bs_for_cap
+    from .worker import ddtree_verify_widths, ddtree_width_caps
 
     gpu_mem = get_device_memory_capacity(server_args.device)
     hybrid = is_hybrid_target(server_args)
@@ -97,8 +98,13 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
                                context_len=server_args.context_length or getattr(model_config, "context_len", None),
                                kv_splits=int(getattr(server_args, "triton_attention_num_kv_splits", 8) or 8))
               for b in backends), key=lambda f: f.per_position)
+    # Budget auto: a width's graphs go only up to the batch sizes the policy can choose it at.
+    caps = ddtree_width_caps(server_args, block_size)
+    bs_list = getattr(getattr(getattr(server_args, "cuda_graph_config", None), "decode", None), "bs", None)
+    per_width = ({w: max(capture_bs_for_cap(bs_list, cap)) for w, cap in caps.items() if cap is not None}
+                 if bs_list else {})
     apply_verify_reserve(server_args, getattr(server_args, _FRACTION_GIVEN, True), gpu_mem,
-                         ddtree_verify_widths(server_args, block_size), fp)
+                         ddtree_verify_widths(server_args, block_size), fp, per_width)
 
 
 @functools.lru_cache(maxsize=1)

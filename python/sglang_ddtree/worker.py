@@ -25,7 +25,7 @@ import logging
 import os
 import random
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 
@@ -113,6 +113,40 @@ def ddtree_verify_widths(server_args, block_size: int) -> list:
         return policy_verify_widths(table.budgets(), table.has_chain(),
                                     int(server_args.speculative_ddtree_max_depth), block_size)
     return [verify_width(server_args.speculative_ddtree_budget, block_size)]
+
+
+def policy_width_caps(table: StepCostTable, max_depth: int, block_size: int) -> Dict[int, Optional[int]]:
+    """Per verify width budget auto can choose, the largest batch size it can choose it at (None:
+    any): a budget is a candidate only up to the largest concurrency its table row was measured at
+    (``BudgetPolicy.candidates_at``), the chain at every batch size (without a chain row, the
+    budget measured furthest); a width shared by several choices takes the largest. A width's
+    graphs need no batch larger than that (verify_widths.py)."""
+    caps: Dict[int, Optional[int]] = {}
+
+    def widen(width: int, cap: Optional[int]) -> None:
+        if width in caps and (caps[width] is None or cap is None):
+            caps[width] = None
+        else:
+            caps[width] = max(caps.get(width, 0), cap) if cap is not None else None
+
+    budgets = table.budgets()
+    for b in budgets:
+        widen(verify_width(b, block_size), int(table.max_concurrency(b)))
+    if table.has_chain():
+        widen(verify_width(max_depth, block_size), None)
+    elif budgets:  # no chain: past every budget's rows the policy keeps the one measured furthest
+        furthest = max(budgets, key=lambda b: (table.max_concurrency(b), -b))
+        widen(verify_width(furthest, block_size), None)
+    return dict(sorted(caps.items()))
+
+
+def ddtree_width_caps(server_args, block_size: int) -> Dict[int, Optional[int]]:
+    """:func:`policy_width_caps` of a resolved DDTREE server with --speculative-ddtree-budget auto
+    (empty for a fixed budget: its one width serves every batch size)."""
+    if not server_args.speculative_ddtree_step_cost:
+        return {}
+    return policy_width_caps(StepCostTable.from_json(server_args.speculative_ddtree_step_cost),
+                             int(server_args.speculative_ddtree_max_depth), block_size)
 
 
 def drafter_block_size(draft_hf_config) -> int:
@@ -271,7 +305,8 @@ class DDTreeWorker(DFlashWorkerV2):
             return
         if max(widths) > self.width:  # the scheduler reserves, and buffers are sized for, self.width
             raise RuntimeError(f"DDTREE budget auto: verify widths {widths} exceed the server's {self.width}")
-        self._verify_runtimes = build_verify_runtimes(self.target_worker.model_runner, widths)
+        caps = policy_width_caps(self.policy.table, self.max_depth, self.block_size)
+        self._verify_runtimes = build_verify_runtimes(self.target_worker.model_runner, widths, caps)
         if self._verify_runtimes:
             logger.info("DDTREE budget auto: target verify CUDA graphs for widths %s", sorted(self._verify_runtimes))
 

@@ -93,12 +93,18 @@ AUTO_ROWS = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0
              ("DDTREE-chain", 1, 5.0), ("DDTREE-chain", 4, 1.0)]
 
 
-def _auto(model, **extra):
+# The same with budget 32 measured at one request only: its width-33 graphs are captured for one
+# request (compat/verify_widths.py caps each width at what the policy can choose it at), and the
+# policy picks it only when one request is left.
+AUTO_ROWS_CAPPED = [r for r in AUTO_ROWS if not (r[0] == "DDTREE-32" and r[1] > 1)]
+
+
+def _auto(model, rows=AUTO_ROWS, **extra):
     import tempfile
 
     fd, table = tempfile.mkstemp(prefix="ddtree-step-cost-", suffix=".json")
     with os.fdopen(fd, "w") as f:
-        json.dump({"rows": [dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in AUTO_ROWS]}, f)
+        json.dump({"rows": [dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in rows]}, f)
     return _ddtree("auto", model, topk=4, speculative_ddtree_step_cost=table, **extra)
 
 
@@ -294,6 +300,9 @@ CASES = {
     "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
+    "ddtree-auto-capped-qwen35-wy": ("qwen35", lambda: _auto("qwen35", rows=AUTO_ROWS_CAPPED,
+                                                             speculative_ddtree_gdn_mode="wy",
+                                                             disable_radix_cache=True), {"auto": True}),
 }
 
 # Cases whose radix rerun others are compared with (``rerun_like``).

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Dict, Iterable, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -114,16 +114,19 @@ def verify_footprint(hf_config, gdn_mode: Optional[str], tp_size: int = 1, dtype
     return VerifyFootprint(wy=gdn_layers * per_layer, **base)
 
 
-def verify_reserve_mb(fp: VerifyFootprint, requests: int, widths: Iterable[int]) -> float:
+def verify_reserve_mb(fp: VerifyFootprint, requests: int, widths: Iterable[int],
+                      per_width: Optional[Dict[int, int]] = None) -> float:
     """MiB the verify graphs of ``requests`` requests keep for ``widths`` (budget auto: one graph
-    set per width), with :data:`MARGIN` for the activations not listed. The logits buffer, the
-    graph pool and the wy commit inputs are shared by every width (the widest counts); each
-    width has an attention backend of its own (compat/verify_widths.py), so those buffers add."""
+    set per width, each up to its own batch size in ``per_width`` when the policy caps it), with
+    :data:`MARGIN` for the activations not listed. The logits buffer, the graph pool and the wy
+    commit inputs are shared by every width (the largest width x batch counts); each width has an
+    attention backend of its own (compat/verify_widths.py), so those buffers add."""
     ws = sorted({int(w) for w in widths})
     if not ws or requests <= 0:
         return 0.0
+    rows = [min(requests, (per_width or {}).get(w, requests)) * w for w in ws]
     shared = fp.per_position - fp.attention
-    return MARGIN * requests * (max(ws) * shared + sum(ws) * fp.attention) / MIB
+    return MARGIN * (max(rows) * shared + sum(rows) * fp.attention) / MIB
 
 
 def planned_requests(server_args) -> int:
@@ -141,14 +144,14 @@ def lowered_fraction(fraction: float, gpu_mem_mb: float, need_mb: float) -> floa
 
 
 def apply_verify_reserve(server_args, fraction_given: bool, gpu_mem_mb: Optional[float], widths: Iterable[int],
-                         fp: VerifyFootprint) -> Optional[float]:
+                         fp: VerifyFootprint, per_width: Optional[Dict[int, int]] = None) -> Optional[float]:
     """Lower an automatic ``mem_fraction_static`` by the verify graphs' need; warn when a given one
     leaves too little for it. Returns the need in MiB (None without a known device memory)."""
     if not gpu_mem_mb or server_args.mem_fraction_static is None:
         return None
     requests = planned_requests(server_args)
     widths = sorted({int(w) for w in widths})
-    need = verify_reserve_mb(fp, requests, widths)
+    need = verify_reserve_mb(fp, requests, widths, per_width)
     frac = float(server_args.mem_fraction_static)
     if not fraction_given:
         lowered = lowered_fraction(frac, gpu_mem_mb, need)

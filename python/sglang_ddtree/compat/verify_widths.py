@@ -20,6 +20,15 @@ Memory per extra width: the backend's workspace and the graphs (Qwen3.6-27B, bs 
 17: ~1.9 GB with the wy kernels, measured in the capture log before session 14). The wy commit
 inputs are not per width: every width's graphs carve them from the model runner's one storage
 (compat/verify_graph.py, ``gdn_wy._carve``).
+
+Each width's graphs are captured only for the batch sizes the policy can choose it at
+(``worker.policy_width_caps``: a budget up to the largest concurrency its table row was measured
+at, the chain at any): a sweep that measures budget 256 up to 16 requests gets 257-wide graphs up
+to 16, not 64 (at 64 requests of Qwen3.6-27B on one GPU those alone would need ~60 GB). The widest
+width is sglang's own runner (the server's ``--speculative-num-draft-tokens``), captured inside
+``ModelRunner.init_cuda_graphs``; a hook there (:func:`register_width_cap_hooks`, sglang has no
+seam for per-runner batch sizes) caps its batch sizes the same way and sizes sglang's shared
+logits buffer for the largest width x batch any width's graphs use.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +57,41 @@ def captured_width(model_runner) -> Optional[int]:
     return None if width is None else int(width)
 
 
-def build_verify_runtimes(model_runner, widths: Iterable[int]) -> Dict[int, VerifyRuntime]:
+def capture_bs_for_cap(bs_list: Iterable[int], cap: Optional[int]) -> List[int]:
+    """The decode-graph batch sizes of a width chosen for at most ``cap`` requests: every size up
+    to ``cap`` and the smallest above it (a batch between two sizes pads to the larger one); all
+    of them without a cap, or when none reaches it."""
+    sizes = sorted({int(b) for b in bs_list})
+    if cap is None:
+        return sizes
+    above = [b for b in sizes if b >= cap]
+    return [b for b in sizes if b < cap] + above[:1]
+
+
+@contextlib.contextmanager
+def capped_decode_bs(server_args, cap: Optional[int]):
+    """sglang's decode-graph batch sizes (``cuda_graph_config.decode``: ``bs`` and ``max_bs``,
+    what ``get_batch_sizes_to_capture`` reads) cut to :func:`capture_bs_for_cap` for the block."""
+    if cap is None:
+        yield
+        return
+    decode = server_args.cuda_graph_config.decode
+    own = (decode.bs, decode.max_bs)
+    if decode.bs:
+        decode.bs = capture_bs_for_cap(decode.bs, cap)
+        decode.max_bs = max(decode.bs)
+    try:
+        yield
+    finally:
+        decode.bs, decode.max_bs = own
+
+
+def build_verify_runtimes(model_runner, widths: Iterable[int],
+                          caps: Optional[Dict[int, Optional[int]]] = None) -> Dict[int, VerifyRuntime]:
     """The model runner's own runtime at its captured width, plus one new runtime per other
-    width in ``widths``. Empty when the model runner has no verify graphs (eager verifies
-    take any width on one backend)."""
+    width in ``widths``, each captured for the batch sizes up to its cap in ``caps`` (width ->
+    largest batch size, None: any). Empty when the model runner has no verify graphs (eager
+    verifies take any width on one backend)."""
     from sglang.srt.runtime_context import get_spec
 
     main = captured_width(model_runner)
@@ -64,7 +104,8 @@ def build_verify_runtimes(model_runner, widths: Iterable[int]) -> Dict[int, Veri
         own_backend, own_flag = model_runner.attn_backend, model_runner.init_new_workspace
         try:
             # Backends read the verify width from the spec config when they are made.
-            with get_spec().override(speculative_num_draft_tokens=width):
+            with get_spec().override(speculative_num_draft_tokens=width), \
+                    capped_decode_bs(getattr(model_runner, "server_args", None), (caps or {}).get(width)):
                 backend = model_runner._get_attention_backend(init_new_workspace=True)
                 # The capture runs the model with the runner's backend; hooks that look at the
                 # model runner's backend (verify_graph._is_hybrid) see the same kind.
@@ -76,8 +117,8 @@ def build_verify_runtimes(model_runner, widths: Iterable[int]) -> Dict[int, Veri
             raise RuntimeError(f"DDTREE budget auto: the verify graphs built for width {width} "
                                f"captured width {getattr(graphs, 'captured_req_width', None)}")
         out[width] = VerifyRuntime(width, backend, graphs)
-        logger.info("DDTREE budget auto: target verify graphs for width %d captured in %.1f s",
-                    width, time.perf_counter() - t0)
+        logger.info("DDTREE budget auto: target verify graphs for width %d captured in %.1f s (batch sizes %s)",
+                    width, time.perf_counter() - t0, getattr(graphs, "capture_bs", None))
     return out
 
 
@@ -99,3 +140,43 @@ def verify_runtime(model_runner, runtimes: Dict[int, VerifyRuntime], width: int)
         yield
     finally:
         model_runner.attn_backend, model_runner.decode_cuda_graph_runner = own
+
+
+def main_width_caps(model_runner) -> Dict[int, Optional[int]]:
+    """Width caps of a DDTREE target with --speculative-ddtree-budget auto and verify graphs
+    (empty otherwise: the draft, other algorithms, a fixed budget, eager verifies)."""
+    from .verify_graph import tree_verify_graphs_enabled
+    from ..server_args import is_ddtree
+
+    sa = model_runner.server_args
+    if model_runner.is_draft_worker or not is_ddtree(sa) or not tree_verify_graphs_enabled():
+        return {}
+    from ..registration import _drafter_block_size
+    from ..worker import ddtree_width_caps
+
+    return ddtree_width_caps(sa, _drafter_block_size())
+
+
+def _init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
+    caps = main_width_caps(self)
+    decode = self.server_args.cuda_graph_config.decode
+    if not caps or not decode.bs:
+        return original(self, *args, **kwargs)
+    from sglang.srt.model_executor.graph_shared_output import GraphSharedOutput
+
+    # One logits buffer for every width's graphs (sglang makes it for the main runner's rows and
+    # would make a second, larger one for a narrower width captured at more requests).
+    rows = max(max(capture_bs_for_cap(decode.bs, cap)) * width for width, cap in caps.items())
+    shared = GraphSharedOutput._process_shared
+    if shared is None or shared.max_rows < rows:
+        GraphSharedOutput._process_shared = GraphSharedOutput(device=self.device, max_rows=rows)
+    main = int(self.server_args.speculative_num_draft_tokens)
+    with capped_decode_bs(self.server_args, caps.get(main)):
+        return original(self, *args, **kwargs)
+
+
+def register_width_cap_hooks() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register("sglang.srt.model_executor.model_runner.ModelRunner.init_cuda_graphs",
+                          _init_cuda_graphs_with_width_caps, HookType.AROUND)
