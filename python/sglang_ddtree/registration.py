@@ -104,7 +104,7 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
     per_width = ({w: max(capture_bs_for_cap(bs_list, cap)) for w, cap in caps.items() if cap is not None}
                  if bs_list else {})
     apply_verify_reserve(server_args, getattr(server_args, _FRACTION_GIVEN, True), gpu_mem,
-                         ddtree_verify_widths(server_args, block_size), fp, per_width)
+                         ddtree_verify_widths(server_args, block_size, caps), fp, per_width)
 
 
 @functools.lru_cache(maxsize=1)

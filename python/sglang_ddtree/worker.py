@@ -97,22 +97,12 @@ def verify_width(budget: int, block_size: int) -> int:
     return max(int(budget) + 1, int(block_size))
 
 
-def policy_verify_widths(budgets, chain: bool, max_depth: int, block_size: int) -> list:
-    """Verify widths budget auto can choose: each budget's, and the chain's (``max_depth`` nodes)."""
-    widths = {verify_width(b, block_size) for b in budgets}
-    if chain:
-        widths.add(verify_width(max_depth, block_size))
-    return sorted(widths)
-
-
-def ddtree_verify_widths(server_args, block_size: int) -> list:
+def ddtree_verify_widths(server_args, block_size: int, caps: Optional[Dict[int, Optional[int]]] = None) -> list:
     """Every verify width a resolved DDTREE server captures graphs for: the budget's, or with
-    --speculative-ddtree-budget auto each width its step-cost table lets the policy choose."""
-    if server_args.speculative_ddtree_step_cost:
-        table = StepCostTable.from_json(server_args.speculative_ddtree_step_cost)
-        return policy_verify_widths(table.budgets(), table.has_chain(),
-                                    int(server_args.speculative_ddtree_max_depth), block_size)
-    return [verify_width(server_args.speculative_ddtree_budget, block_size)]
+    --speculative-ddtree-budget auto each width its step-cost table lets the policy choose (the
+    keys of :func:`ddtree_width_caps`, read from the table unless ``caps`` are given)."""
+    caps = ddtree_width_caps(server_args, block_size) if caps is None else caps
+    return sorted(caps) if caps else [verify_width(server_args.speculative_ddtree_budget, block_size)]
 
 
 def policy_width_caps(table: StepCostTable, max_depth: int, block_size: int) -> Dict[int, Optional[int]]:
@@ -123,11 +113,8 @@ def policy_width_caps(table: StepCostTable, max_depth: int, block_size: int) -> 
     graphs need no batch larger than that (verify_widths.py)."""
     caps: Dict[int, Optional[int]] = {}
 
-    def widen(width: int, cap: Optional[int]) -> None:
-        if width in caps and (caps[width] is None or cap is None):
-            caps[width] = None
-        else:
-            caps[width] = max(caps.get(width, 0), cap) if cap is not None else None
+    def widen(width: int, cap: Optional[int]) -> None:  # "any batch size" (None) wins over a cap
+        caps[width] = None if cap is None or caps.get(width, 0) is None else max(caps.get(width, 0), cap)
 
     budgets = table.budgets()
     for b in budgets:
@@ -291,21 +278,26 @@ class DDTreeWorker(DFlashWorkerV2):
             return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1
         return choice, int(choice), verify_width(int(choice), self.block_size), None
 
+    def policy_caps(self) -> Dict[int, Optional[int]]:
+        """Per verify width the budget policy can choose, the largest batch size it can choose it
+        at (:func:`policy_width_caps`; empty without ``--speculative-ddtree-budget auto``)."""
+        if self.policy is None:
+            return {}
+        return policy_width_caps(self.policy.table, self.max_depth, self.block_size)
+
     def policy_widths(self) -> list:
         """Verify widths the budget policy can choose (empty without ``--speculative-ddtree-budget
         auto``)."""
-        if self.policy is None:
-            return []
-        return policy_verify_widths(self.policy.budgets, self.policy.chain, self.max_depth, self.block_size)
+        return sorted(self.policy_caps())
 
     def init_cuda_graphs(self):
         super().init_cuda_graphs()
-        widths = self.policy_widths()
+        caps = self.policy_caps()
+        widths = sorted(caps)
         if len(widths) < 2 or not tree_verify_graphs_enabled():
             return
         if max(widths) > self.width:  # the scheduler reserves, and buffers are sized for, self.width
             raise RuntimeError(f"DDTREE budget auto: verify widths {widths} exceed the server's {self.width}")
-        caps = policy_width_caps(self.policy.table, self.max_depth, self.block_size)
         self._verify_runtimes = build_verify_runtimes(self.target_worker.model_runner, widths, caps)
         if self._verify_runtimes:
             logger.info("DDTREE budget auto: target verify CUDA graphs for widths %s", sorted(self._verify_runtimes))
