@@ -41,7 +41,7 @@ def register() -> None:
     from sglang_ddtree.compat.hybrid_tree import register_hybrid_tree_hooks
     from sglang_ddtree.compat.request_checks import register_request_check_hooks
     from sglang_ddtree.compat.verify_graph import register_verify_graph_hooks
-    from sglang_ddtree.compat.verify_widths import register_width_cap_hooks
+    from sglang_ddtree.compat.graph_init import register_graph_init_hook
     from sglang_ddtree.compat.wy_pool import register_wy_pool_hooks
     from sglang_ddtree.compat.qwen35_text import register_qwen35_text_hooks
     from sglang_ddtree.compat.trimmed_bundle import register_trimmed_bundle_hooks
@@ -59,7 +59,7 @@ def register() -> None:
     register_wy_pool_hooks()
     register_request_check_hooks()
     register_verify_graph_hooks()
-    register_width_cap_hooks()
+    register_graph_init_hook()
     register_trimmed_bundle_hooks()
     register_metrics_hooks()
     register_spec_finish_hook()

@@ -34,3 +34,15 @@ def test_hook_target_resolves(target):
     obj_path, attr = target.rsplit(".", 1)
     obj = pkgutil.resolve_name(obj_path)
     assert hasattr(obj, attr), f"{target}: {obj_path} has no attribute {attr}"
+
+
+def test_at_most_one_around_hook_of_ours_per_target():
+    """sglang's HookRegistry warns on every target with several AROUND hooks (session 16's server
+    logs showed it for ModelRunner.init_cuda_graphs): ours are composed into one per target
+    (compat/graph_init.py), so a DDTREE server log carries no such warning of ours."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    many = {t: n for t, hooks in HookRegistry._hooks.items()
+            if (n := sum(1 for ht, h, _ in hooks
+                         if ht == HookType.AROUND and getattr(h, "__module__", "").startswith("sglang_ddtree"))) > 1}
+    assert not many, many

@@ -151,6 +151,36 @@ def test_wy_verify_widths_carve_their_commit_inputs_from_one_storage(monkeypatch
     assert own.shape == (2, 3) and own.is_contiguous()
 
 
+def test_wy_storage_is_made_for_the_widest_capture_when_a_narrower_width_has_more_rows(monkeypatch):
+    """Budget auto captures the widest width first, but a narrower width can be captured at more
+    requests (width caps): 257 x 16 then 129 x 64 positions at Qwen3.6-27B. The storage is made
+    once for the most positions any width uses (set by the capture hook), so the later width
+    carves the same memory instead of replacing it while the first width's graphs keep the old
+    one alive (session 16: +8.9 GB, and the next capture ran out of memory)."""
+    import sglang.srt.runtime_context as rc
+
+    from sglang_ddtree.compat import gdn_wy
+
+    monkeypatch.setenv(vg.GRAPH_ENV, "1")
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(
+        speculative_algorithm="DDTREE", speculative_ddtree_gdn_mode="wy", speculative_ddtree_max_depth=4))
+    C, HV, V, L = 6, 3, 2, 2
+    for reserved, shared in ((8 * 3, True), (0, False)):
+        wide, narrow = _hybrid_runner(max_bs=2, width=5), _hybrid_runner(max_bs=8, width=3)
+        narrow.model_runner = wide.model_runner
+        if reserved:
+            wide.model_runner._ddtree_wy_work_storage_tokens = reserved
+        a = vg._capture_with_mask(_spec(), wide, 2 * 5).ddtree_wy
+        gdn_wy._work_views(a, 0, L, torch.zeros(2 * 5, C), HV, V)
+        b = vg._capture_with_mask(_spec(), narrow, 8 * 3).ddtree_wy
+        gdn_wy._work_views(b, 0, L, torch.zeros(8 * 3, C), HV, V)
+        assert a.work_storage is b.work_storage
+        for name in ("x", "u", "G"):
+            assert (b.work[name].data_ptr() == a.work[name].data_ptr()) is shared, (reserved, name)
+        if shared:
+            assert a.work_storage["u"].numel() == L * 24 * HV * V  # 24 positions, made once
+
+
 def test_attention_only_and_snapshot_captures_carry_no_tree(monkeypatch):
     import sglang.srt.runtime_context as rc
 

@@ -72,12 +72,12 @@ def test_capture_sizes_and_the_temporary_override():
 
 def test_reserve_counts_each_width_at_its_own_batch():
     fp = VerifyFootprint(logits=1000, logits_model=500, wy=2000, attention=300)
-    shared = 3500
+    shared, own = 3000, 800  # logits + wy once; lm_head output + attention per width
     # widths 16 (any), 65 up to 16, 257 up to 16 requests, at 64 requests
     per_width = {65: 16, 257: 16}
     need = verify_reserve_mb(fp, 64, [16, 65, 257], per_width)
     rows = [64 * 16, 16 * 65, 16 * 257]
-    assert need * MIB == pytest.approx(MARGIN * (max(rows) * shared + sum(rows) * 300))
+    assert need * MIB == pytest.approx(MARGIN * (max(rows) * shared + sum(rows) * own))
     assert need < verify_reserve_mb(fp, 64, [16, 65, 257])  # uncapped: 64 x 257 shared
     assert verify_reserve_mb(fp, 8, [16, 257], {257: 16}) == verify_reserve_mb(fp, 8, [16, 257])
 
@@ -111,13 +111,14 @@ def test_main_runner_capture_is_capped_and_the_logits_buffer_sized_for_every_wid
         seen["rows"] = GraphSharedOutput._process_shared.max_rows
         return "captured"
 
-    assert verify_widths._init_cuda_graphs_with_width_caps(original, runner) == "captured"
+    assert verify_widths.init_cuda_graphs_with_width_caps(original, runner) == "captured"
     assert seen == {"bs": [1, 4], "rows": max(64 * 16, 16 * 65, 4 * 257)}
+    assert runner._ddtree_wy_work_storage_tokens == seen["rows"]  # the wy commit inputs' storage too
     assert decode.bs == [1, 4, 16, 64] and decode.max_bs == 64
     # The draft's runner, and a fixed budget, are left alone.
     seen.clear()
-    verify_widths._init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "is_draft_worker": True}))
+    verify_widths.init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "is_draft_worker": True}))
     assert seen["bs"] == [1, 4, 16, 64]
     fixed = SimpleNamespace(**{**vars(sa), "speculative_ddtree_step_cost": None})
-    verify_widths._init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "server_args": fixed}))
+    verify_widths.init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "server_args": fixed}))
     assert seen["bs"] == [1, 4, 16, 64]

@@ -162,6 +162,10 @@ class WyVerifyState:
     # a time, so the widths need the largest one's buffers, not the sum (None: ``work`` owns its
     # tensors). name -> 1-D tensor; a width needing more replaces the entry with a larger one.
     work_storage: Optional[Dict[str, torch.Tensor]] = None
+    # Verify positions (requests x width) the storage is made for at least: the most any width's
+    # graphs use (budget auto sets it before the captures, compat/verify_widths.py), so that the
+    # first width captured does not size it for fewer and a later one replace it.
+    work_storage_tokens: int = 0
     # Conv weight / bias address tables per run of layers (``_weight_tables``), shared like work.
     tables: Dict[str, Tuple] = field(default_factory=dict)
     # sglang's pool state stacked over layers (``temporal [L, slots, HV, V, K]``, ``conv[0]
@@ -236,10 +240,10 @@ def _pool_layer(stacked: torch.Tensor, ssm_pool: torch.Tensor) -> Tuple[int, int
 
 
 def _carve(storage: Optional[Dict[str, torch.Tensor]], name: str, shape: Tuple[int, ...], dtype: torch.dtype,
-           device) -> torch.Tensor:
+           device, min_numel: int = 0) -> torch.Tensor:
     """A tensor of ``shape`` at the start of ``storage[name]`` (grown, i.e. replaced, when too small
-    or of another dtype; tensors carved before keep the old storage alive), or a tensor of its own
-    without a storage."""
+    or of another dtype; tensors carved before keep the old storage alive; a new one holds at
+    least ``min_numel`` elements), or a tensor of its own without a storage."""
     numel = 1
     for d in shape:
         numel *= int(d)
@@ -247,7 +251,7 @@ def _carve(storage: Optional[Dict[str, torch.Tensor]], name: str, shape: Tuple[i
         return torch.empty(shape, dtype=dtype, device=device)
     flat = storage.get(name)
     if flat is None or flat.numel() < numel or flat.dtype != dtype or flat.device != torch.device(device):
-        flat = storage[name] = torch.empty(numel, dtype=dtype, device=device)
+        flat = storage[name] = torch.empty(max(numel, int(min_numel)), dtype=dtype, device=device)
     return flat[:numel].view(shape)
 
 
@@ -261,9 +265,13 @@ def _work_views(wy: WyVerifyState, li: int, n_layers: int, mixed_qkv: torch.Tens
     w = wy.work
     if not w:
         dev, rows = mixed_qkv.device, wy.work_rows
-        w["x"] = _carve(wy.work_storage, "x", (n_layers, rows * n, mixed_qkv.shape[1]), mixed_qkv.dtype, dev)
-        w["u"] = _carve(wy.work_storage, "u", (n_layers, rows, n, hv, v_dim), torch.float32, dev)
-        w["G"] = _carve(wy.work_storage, "G", (n_layers, rows, n, hv), torch.float32, dev)
+        # Every buffer is per verify position: a storage made now holds the reserved positions.
+        per = max(int(wy.work_storage_tokens), rows * n)
+        w["x"] = _carve(wy.work_storage, "x", (n_layers, rows * n, mixed_qkv.shape[1]), mixed_qkv.dtype, dev,
+                        n_layers * per * mixed_qkv.shape[1])
+        w["u"] = _carve(wy.work_storage, "u", (n_layers, rows, n, hv, v_dim), torch.float32, dev,
+                        n_layers * per * hv * v_dim)
+        w["G"] = _carve(wy.work_storage, "G", (n_layers, rows, n, hv), torch.float32, dev, n_layers * per * hv)
     x = w["x"][li, : bs * n]
     x.copy_(mixed_qkv)
     return x, w["u"][li, :bs], w["G"][li, :bs]

@@ -103,6 +103,8 @@ def static_wy_state(runner, bs: int, width: int):
         storage = runner.model_runner.__dict__.setdefault("_ddtree_wy_work_storage", {})
         states[bs] = WyVerifyState(parent=holder["parent"][:bs], anc=holder["anc"][:bs],
                                    work=holder["work"], work_rows=holder["max_bs"], work_storage=storage,
+                                   work_storage_tokens=int(getattr(runner.model_runner,
+                                                                   "_ddtree_wy_work_storage_tokens", 0) or 0),
                                    tables=holder["tables"],
                                    max_depth=int(published_server_args().speculative_ddtree_max_depth))
     return states[bs]

@@ -15,8 +15,15 @@ per request, at the largest captured batch):
   page-table backends one row per request);
 - in ``--speculative-ddtree-gdn-mode wy`` the commit's inputs of every GatedDeltaNet layer
   (``compat/gdn_wy.py``: the pre-conv projections ``x``, fp32 ``u`` and ``G``: 2.2 MB per position
-  over Qwen3.6-27B's 48 GDN layers), one set for the widest width (budget auto's other widths
-  carve theirs from the same memory, ``gdn_wy._carve``).
+  over Qwen3.6-27B's 48 GDN layers), one set for the most positions any width's graphs use
+  (budget auto's widths carve theirs from the same memory, ``gdn_wy._carve``, made for that many
+  positions before the first capture).
+
+Shared by budget auto's widths: the fp32 logits buffer and the wy inputs (sized for the largest
+requests x width). Per width: the attention backend's buffers (each width has its own backend)
+and the graphs' activations, the lm_head output among them: session 16's 27B capture of width
+129 at 64 requests after width 257 at 16 took 23.9 GB beside the shared buffers of its rows
+(lm_head output 4.1 GB, attention 2.2 GB, and a second wy storage of 17.9 GB, since made once).
 
 At 64 requests that is ~26 GiB for budget 64 and ~52 GiB for 128 on the 27B at its full context:
 on the H200 the 64-request graph captures of budgets 64 / 128 ran out of memory (RESULTS.md
@@ -118,15 +125,17 @@ def verify_reserve_mb(fp: VerifyFootprint, requests: int, widths: Iterable[int],
                       per_width: Optional[Dict[int, int]] = None) -> float:
     """MiB the verify graphs of ``requests`` requests keep for ``widths`` (budget auto: one graph
     set per width, each up to its own batch size in ``per_width`` when the policy caps it), with
-    :data:`MARGIN` for the activations not listed. The logits buffer, the graph pool and the wy
-    commit inputs are shared by every width (the largest width x batch counts); each width has an
-    attention backend of its own (compat/verify_widths.py), so those buffers add."""
+    :data:`MARGIN` for the activations not listed. The fp32 logits buffer and the wy commit
+    inputs are shared by every width (the largest width x batch counts); the lm_head output is
+    in each width's graphs and each width has an attention backend of its own
+    (compat/verify_widths.py), so those add."""
     ws = sorted({int(w) for w in widths})
     if not ws or requests <= 0:
         return 0.0
     rows = [min(requests, (per_width or {}).get(w, requests)) * w for w in ws]
-    shared = fp.per_position - fp.attention
-    return MARGIN * (max(rows) * shared + sum(rows) * fp.attention) / MIB
+    shared = fp.logits + fp.wy
+    per_width_graphs = fp.logits_model + fp.attention
+    return MARGIN * (max(rows) * shared + sum(rows) * per_width_graphs) / MIB
 
 
 def planned_requests(server_args) -> int:

@@ -26,7 +26,7 @@ Each width's graphs are captured only for the batch sizes the policy can choose 
 at, the chain at any): a sweep that measures budget 256 up to 16 requests gets 257-wide graphs up
 to 16, not 64 (at 64 requests of Qwen3.6-27B on one GPU those alone would need ~60 GB). The widest
 width is sglang's own runner (the server's ``--speculative-num-draft-tokens``), captured inside
-``ModelRunner.init_cuda_graphs``; a hook there (:func:`register_width_cap_hooks`, sglang has no
+``ModelRunner.init_cuda_graphs``; a hook there (compat/graph_init.py, sglang has no
 seam for per-runner batch sizes) caps its batch sizes the same way and sizes sglang's shared
 logits buffer for the largest width x batch any width's graphs use.
 """
@@ -157,7 +157,8 @@ def main_width_caps(model_runner) -> Dict[int, Optional[int]]:
     return ddtree_width_caps(sa, _drafter_block_size())
 
 
-def _init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
+def init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
+    """Part of compat/graph_init.py's hook on ``ModelRunner.init_cuda_graphs``."""
     caps = main_width_caps(self)
     decode = self.server_args.cuda_graph_config.decode
     if not caps or not decode.bs:
@@ -170,13 +171,12 @@ def _init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
     shared = GraphSharedOutput._process_shared
     if shared is None or shared.max_rows < rows:
         GraphSharedOutput._process_shared = GraphSharedOutput(device=self.device, max_rows=rows)
+    # The wy commit inputs' storage likewise (verify_graph.py): made on the first capture for that
+    # runner's rows, a later width captured at more rows made a second, larger one while the
+    # first stayed alive for the graphs that point into it (session 16: 257 x 16 then 129 x 64
+    # rows at Qwen3.6-27B, +8.9 GB, and the next width's capture ran out of memory).
+    self._ddtree_wy_work_storage_tokens = rows
     main = int(self.server_args.speculative_num_draft_tokens)
     with capped_decode_bs(self.server_args, caps.get(main)):
         return original(self, *args, **kwargs)
 
-
-def register_width_cap_hooks() -> None:
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-    HookRegistry.register("sglang.srt.model_executor.model_runner.ModelRunner.init_cuda_graphs",
-                          _init_cuda_graphs_with_width_caps, HookType.AROUND)

@@ -34,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 _POOL = "sglang.srt.mem_cache.memory_pool.MambaPool.__init__"
 _PLANNER = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator._handle_max_mamba_cache"
-_GRAPHS = "sglang.srt.model_executor.model_runner.ModelRunner.init_cuda_graphs"
 
 # Verify positions the wy-mode pool keeps scratch for (sglang's code indexes the buffer, so it
 # cannot be absent).
@@ -75,7 +74,8 @@ def _planner(original, self, *args, **kwargs):
         return original(self, *args, **kwargs)
 
 
-def _init_cuda_graphs(original, self, *args, **kwargs):
+def init_cuda_graphs_eager_skip(original, self, *args, **kwargs):
+    """Part of compat/graph_init.py's hook on ``ModelRunner.init_cuda_graphs``."""
     from ..server_args import is_ddtree_server
     from .verify_graph import tree_verify_graphs_enabled
 
@@ -91,4 +91,3 @@ def register_wy_pool_hooks() -> None:
 
     HookRegistry.register(_POOL, _pool_init, HookType.AROUND)
     HookRegistry.register(_PLANNER, _planner, HookType.AROUND)
-    HookRegistry.register(_GRAPHS, _init_cuda_graphs, HookType.AROUND)
