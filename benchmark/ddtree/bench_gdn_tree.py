@@ -281,7 +281,12 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
 
         inter = torch.empty(bs, N, HV, V, K, device=dev, dtype=torch.float32)
         inter_conv = torch.empty(bs, N, C, KW - 1, device=dev, dtype=bf)
-        rpt = torch.empty(bs, N, dtype=torch.int64, device=dev)
+        # Each node's parent (node index within its request; the root's is never read). Upstream's
+        # tree conv writes these from the first-child / next-sibling links and its GDN kernel reads
+        # them to load the parent's snapshot; the GDN kernel timed alone runs before any conv, so
+        # they are given here from the layout (left uninitialised, as up to session 15, its reads
+        # went to arbitrary snapshots: an illegal address at bs 64 in session 16).
+        rpt = lay.parent.to(dev, torch.int64).contiguous()
         # The chain row runs upstream's chain mode (what DFLASH uses: no tree links, parent = previous).
         fc, ns = lay.first_child.to(dev).contiguous(), lay.next_sibling.to(dev).contiguous()
         if chain:
@@ -315,6 +320,9 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
                                             "upstream's tree conv compiles unrolled over the nodes")
         else:
             out["upstream_ms_48"] = _time(theirs, iters) * LAYERS
+            if rpt is not None and not torch.equal(rpt[:, 1:], lay.parent[:, 1:].to(dev)):
+                raise RuntimeError("upstream's tree conv derived parents other than the layout's: the "
+                                   "first-child / next-sibling links given to it are wrong")
             if extras:
                 out["upstream_eager_ms_48"] = _time(theirs, iters, graph=False) * LAYERS
         out["upstream_extra_mib_per_req"] = LAYERS * N * (HV * V * K * 4 + C * (KW - 1) * 2) / 2**20

@@ -71,14 +71,22 @@ def test_bench_gdn_tree_upstream_conv_cap(monkeypatch):
 
     import bench_gdn_tree as bg
 
-    calls = []
-    monkeypatch.setattr(up_gdn, "fused_sigmoid_gating_delta_rule_update", lambda **kw: calls.append("gdn"))
+    calls, parents = [], []
+
+    def gdn(**kw):
+        calls.append("gdn")
+        parents.append(kw["retrieve_parent_token"].clone())
+
+    monkeypatch.setattr(up_gdn, "fused_sigmoid_gating_delta_rule_update", gdn)
     monkeypatch.setattr(up_conv, "causal_conv1d_update", lambda *a, **kw: calls.append("conv"))
     tiny = dict(H=1, HV=2, K=16, V=16, KW=4)
     capped = bg.run_case(2, 8, tiny, "cpu", 1, True, ours_on=False, extras=False, upstream_conv_max_nodes=8)
     assert capped["nodes"] == 9 and "conv" not in calls and calls.count("gdn") == 4  # 3 warm-ups + 1 timed
     assert "upstream_ms_48" not in capped and capped["upstream_gdn_only_ms_48"] > 0
     assert "9 nodes > --upstream-conv-max-nodes 8" in capped["upstream_conv_skipped"]
+    # Timed alone (no conv before it to write them), the GDN kernel still gets every node's parent.
+    lay = bg._tree_layout(2, 8)
+    assert all(torch.equal(p[:, 1:], lay.parent[:, 1:]) for p in parents) and len(parents) == 4
     calls.clear()
     full = bg.run_case(2, 8, tiny, "cpu", 1, True, ours_on=False, extras=False, upstream_conv_max_nodes=9)
     assert calls.count("conv") == 4 and calls.count("gdn") == 8  # alone, then with the conv
