@@ -50,14 +50,14 @@ def test_target_verify_graphs_are_not_captured_while_verify_is_eager(monkeypatch
     cap = lambda self, capture_decode_cuda_graph=True: capture_decode_cuda_graph  # noqa: E731
     target, drafter = types.SimpleNamespace(is_draft_worker=False), types.SimpleNamespace(is_draft_worker=True)
     monkeypatch.setenv(vg.GRAPH_ENV, "0")  # eager tree verify: never replayed, not captured
-    assert wy_pool._init_cuda_graphs(cap, target) is False
-    assert wy_pool._init_cuda_graphs(cap, target, True) is False
-    assert wy_pool._init_cuda_graphs(cap, drafter) is True
+    assert wy_pool.init_cuda_graphs_eager_skip(cap, target) is False
+    assert wy_pool.init_cuda_graphs_eager_skip(cap, target, True) is False
+    assert wy_pool.init_cuda_graphs_eager_skip(cap, drafter) is True
     monkeypatch.delenv(vg.GRAPH_ENV)  # the default graph verify replays them: captured
-    assert wy_pool._init_cuda_graphs(cap, target) is True
+    assert wy_pool.init_cuda_graphs_eager_skip(cap, target) is True
     monkeypatch.setenv(vg.GRAPH_ENV, "0")
     _serve(monkeypatch, "DFLASH", None)
-    assert wy_pool._init_cuda_graphs(cap, target) is True
+    assert wy_pool.init_cuda_graphs_eager_skip(cap, target) is True
 
 
 def test_weight_tables_are_built_once_across_eager_steps():
