@@ -9,6 +9,7 @@ root's window."""
 
 from __future__ import annotations
 
+import copy
 import types
 
 import pytest
@@ -35,9 +36,14 @@ def test_dedup_layout_off_only_for_ddtree(monkeypatch, algo, want):
     assert hybrid_tree._dense_conv_windows_for_trees(orig, False, False, 4, False) is False
 
 
-def test_hook_is_registered_on_the_pool_function():
+def test_hook_is_registered_on_the_pool_function(monkeypatch):
     from sglang.srt.plugins.hook_registry import HookRegistry
 
+    # A registry of its own: the plugin's registration (other tests) stays as a server has it.
+    own = copy.copy(HookRegistry._hooks)  # same mapping type (sglang's is a defaultdict)
+    for target in own:
+        own[target] = list(own[target])
+    monkeypatch.setattr(HookRegistry, "_hooks", own)
     hybrid_tree.register_hybrid_tree_hooks()
     hooks = HookRegistry._hooks.get(hybrid_tree._DEDUP_TARGET, [])
     assert any(h is hybrid_tree._dense_conv_windows_for_trees for _, h, _ in hooks)
