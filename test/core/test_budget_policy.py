@@ -57,7 +57,8 @@ def test_refresh_and_chain_steps():
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
     p = BudgetPolicy(t, refresh_every=3, flush_every=1)
     p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})
-    assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 32, CHAIN, CHAIN, CHAIN]
+    # The refresh at step 3 verifies the next budget above the chain (8), not the largest (32).
+    assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 8, CHAIN, CHAIN, CHAIN]
     p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only
     assert p.expected(CHAIN) == pytest.approx(0.98 * 5.0 + 0.02 * 2.0) and p.expected(8) == 1.0
 
@@ -110,27 +111,49 @@ def test_device_sums_are_read_back_every_flush_every_steps():
 
 
 def test_refreshes_back_off_while_they_change_nothing():
-    """A refresh verifies the dearest budget; while the refreshed profile leaves the choice as
-    it was, the interval doubles (up to max_refresh_every); a refresh that changes the choice
-    resets it."""
+    """A refresh verifies the next budget above the choice; while the refreshed profile leaves
+    the choice as it was, the interval doubles (up to max_refresh_every); a refresh that changes
+    the choice resets it."""
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
     p = BudgetPolicy(t, refresh_every=3, max_refresh_every=12, flush_every=1)
     p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 0.5 ms
     picks = [p.choose(1) for _ in range(40)]
-    refreshes = [i + 1 for i, c in enumerate(picks) if c == 32]
+    refreshes = [i + 1 for i, c in enumerate(picks) if c == 8]
     assert refreshes == [3, 9, 21, 33]  # intervals 3, 6, 12, then capped at 12
-    assert set(picks) == {CHAIN, 32}
+    assert set(picks) == {CHAIN, 8}  # never the dearest budget
     # The traffic changes and the next refresh shows it (its data read back at once here): the
-    # choice moves to budget 8 and the interval is back to refresh_every.
+    # choice moves to budget 8, the interval is back to refresh_every, and the next refresh
+    # looks one budget further (32).
     more = []
     for _ in range(20):
         more.append(p.choose(1))
-        if more[-1] == 32 and more.count(32) == 1:
+        if more[-1] == 8 and more.count(8) == 1:
             p._mean.update({8: 20.0, 32: 1.0, CHAIN: 0.0})
-    first = more.index(32)
+    first = more.index(8)
     assert more[first + 1] == 8
-    later = [i for i, c in enumerate(more) if c == 32][1]
-    assert later - first == 3
+    assert more.index(32) - first == 3
+
+
+def test_refreshes_climb_one_budget_at_a_time_and_stop_at_the_top():
+    """Traffic where each larger budget pays (its acceptance shows only once it is verified):
+    the choice climbs chain -> 8 -> 16 -> 64 one refresh at a time, each refresh verifying the
+    budget just above the choice; at the largest budget nothing is refreshed."""
+    t = _table([("DDTREE-8", 1, 2.0), ("DDTREE-16", 1, 2.2), ("DDTREE-64", 1, 3.0), ("DDTREE-chain", 1, 1.9)])
+    truth = {CHAIN: 1.0, 8: 2.0, 16: 4.0, 64: 9.0}  # drafts accepted a step, once verified
+    p = BudgetPolicy(t, refresh_every=4, flush_every=1)
+    p._mean.update({CHAIN: 1.0, 8: 0.5, 16: 0.5, 64: 0.5})  # stale: trees looked worthless
+    picks = []
+    for _ in range(40):
+        c = p.choose(1)
+        picks.append(c)
+        if c != CHAIN:  # verifying c gives the true acceptance of every budget up to c
+            p._mean.update({b: truth[b] for b in (8, 16, 64) if b <= c})
+    order = [c for i, c in enumerate(picks) if i == 0 or c != picks[i - 1]]
+    assert order[:2] == [CHAIN, 8] and 64 in order
+    # Never a jump past the next budget: every change of choice is to the neighbour or back.
+    ladder = [CHAIN, 8, 16, 64]
+    assert all(abs(ladder.index(b) - ladder.index(a)) == 1 for a, b in zip(order, order[1:]))
+    assert picks[-12:] == [64] * 12  # at the top: no refresh above the largest budget
 
 
 def test_steady_state_read_back_never_waits_for_the_device(monkeypatch):

@@ -19,11 +19,12 @@ give exactly for every smaller budget: DDTree trees are prefix-closed in best-fi
 its parent's), so the budget-``b`` tree is the first ``b`` nodes, and the path it would have
 accepted is the leading part of the accepted path whose positions are ``<= b``. Budgets larger
 than the one verified are unknown; the policy verifies the largest candidate when any
-candidate has no estimate yet, and again after ``refresh_every`` steps, so the profile follows
-the traffic. A refresh is the dearest step (at Qwen3.6-27B size, 16 requests: 135 ms for budget
-64 vs 44 ms for the chain, RESULTS.md session 7), so while refreshes leave the choice as it was,
-the interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the
-interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
+candidate has no estimate yet, and after ``refresh_every`` steps the next budget above its
+choice (the smallest tree when the choice is the chain), so the profile follows the traffic: a
+step up that now pays becomes the choice, and the next refresh looks one further. Refreshing
+the largest budget instead cost ~9% of the chain's time at 64 requests of Qwen3.6-27B (budget
+128: 876 vs 134 ms, RESULTS.md session 16). While refreshes leave the choice as it was, the
+interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
 as the lower bound they are).
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
@@ -154,17 +155,25 @@ class BudgetPolicy:
         if any(self.expected(c) is None for c in cands):
             self._last_refresh = self.steps
             return max(trees)
-        if self.steps - self._last_refresh >= self._interval:
-            self._last_refresh = self.steps
-            # Judged once its step has been read back (within about 2 x flush_every steps).
-            self._judge_at, self._before = self.steps + 2 * self.flush_every, self._last_best
-            return max(trees)
         # max keeps the first of equals: the chain, then the smaller budget.
         best = max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
         if self._judge_at is not None and self.steps >= self._judge_at:
             same = best == self._before
             self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
             self._judge_at = None
+        if self.steps - self._last_refresh >= self._interval:
+            self._last_refresh = self.steps
+            # Every step keeps the estimates of the budgets up to the verified one current; only
+            # larger ones go stale. The refresh verifies the next budget above the choice, not
+            # the largest: at 64 requests of Qwen3.6-27B budget 128 costs 6.5x the chain (876 vs
+            # 134 ms, RESULTS.md session 16), so a largest-budget refresh every 64 steps was ~9%
+            # on the chain's time. If the next one up now pays, it becomes the choice and the
+            # next refresh (the interval reset) looks one further. Nothing above: no refresh.
+            larger = [b for b in trees if best == CHAIN or b > best]
+            if larger:
+                # Judged once its step has been read back (within about 2 x flush_every steps).
+                self._judge_at, self._before = self.steps + 2 * self.flush_every, best
+                return min(larger)
         self._last_best = best
         return best
 
