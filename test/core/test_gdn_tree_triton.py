@@ -645,8 +645,13 @@ def test_cuda_from_x_commit_equals_triton(kern, dtype, with_bias):
 # ----------------------------------------------------------------------------- wy mode (engine glue)
 
 
+# bf16: 2e-2 of the reference's max (~5 bf16 unit roundoffs). The layer output is rounded to bf16
+# after a verify from bf16 projections; over 60 fresh draws in the interpreter its error was
+# 0.53% of the max at the median and 0.98% at worst, and one CI draw reached 1.002% (session 16),
+# so 1e-2 failed on rounding alone. A wrong parent, term or slot is O(1); float32 checks the
+# algebra to 2e-5.
 @pytest.mark.parametrize("conv_layout,gate_shift", [("channel_fastest", 0.0), ("window_fastest", 12.0)])
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 2e-2)])
 @kernels_here
 def test_wy_layer_verify_and_commit_match_references(kern, dtype, tol, conv_layout, gate_shift):
     """compat/gdn_wy.py as the GDN backend hook drives it: one layer's tree verify from sglang's
