@@ -79,7 +79,7 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
     from sglang.srt.utils.common import get_device_memory_capacity
 
     from .compat.verify_memory import apply_verify_reserve, verify_footprint
-    from .compat.verify_widths import capture_bs_for_cap
+    from .compat.verify_widths import largest_capture_bs
     from .worker import ddtree_verify_widths, ddtree_width_caps
 
     gpu_mem = get_device_memory_capacity(server_args.device)
@@ -101,7 +101,7 @@ def _reserve_verify_memory(server_args, block_size: int) -> None:
     # Budget auto: a width's graphs go only up to the batch sizes the policy can choose it at.
     caps = ddtree_width_caps(server_args, block_size)
     bs_list = getattr(getattr(getattr(server_args, "cuda_graph_config", None), "decode", None), "bs", None)
-    per_width = ({w: max(capture_bs_for_cap(bs_list, cap)) for w, cap in caps.items() if cap is not None}
+    per_width = ({w: bs for w, bs in largest_capture_bs(bs_list, caps).items() if caps[w] is not None}
                  if bs_list else {})
     apply_verify_reserve(server_args, getattr(server_args, _FRACTION_GIVEN, True), gpu_mem,
                          ddtree_verify_widths(server_args, block_size, caps), fp, per_width)

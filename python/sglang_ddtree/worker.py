@@ -285,11 +285,6 @@ class DDTreeWorker(DFlashWorkerV2):
             return {}
         return policy_width_caps(self.policy.table, self.max_depth, self.block_size)
 
-    def policy_widths(self) -> list:
-        """Verify widths the budget policy can choose (empty without ``--speculative-ddtree-budget
-        auto``)."""
-        return sorted(self.policy_caps())
-
     def init_cuda_graphs(self):
         super().init_cuda_graphs()
         caps = self.policy_caps()

@@ -68,6 +68,13 @@ def capture_bs_for_cap(bs_list: Iterable[int], cap: Optional[int]) -> List[int]:
     return [b for b in sizes if b < cap] + above[:1]
 
 
+def largest_capture_bs(bs_list: Iterable[int], caps: Dict[int, Optional[int]]) -> Dict[int, int]:
+    """Per width in ``caps``, the largest decode-graph batch size its graphs are captured for
+    (:func:`capture_bs_for_cap`): what the reserve at launch and the shared buffers sized before
+    the captures count."""
+    return {w: max(capture_bs_for_cap(bs_list, cap)) for w, cap in caps.items()}
+
+
 @contextlib.contextmanager
 def capped_decode_bs(server_args, cap: Optional[int]):
     """sglang's decode-graph batch sizes (``cuda_graph_config.decode``: ``bs`` and ``max_bs``,
@@ -167,7 +174,7 @@ def init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
 
     # One logits buffer for every width's graphs (sglang makes it for the main runner's rows and
     # would make a second, larger one for a narrower width captured at more requests).
-    rows = max(max(capture_bs_for_cap(decode.bs, cap)) * width for width, cap in caps.items())
+    rows = max(width * bs for width, bs in largest_capture_bs(decode.bs, caps).items())
     shared = GraphSharedOutput._process_shared
     if shared is None or shared.max_rows < rows:
         GraphSharedOutput._process_shared = GraphSharedOutput(device=self.device, max_rows=rows)

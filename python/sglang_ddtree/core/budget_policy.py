@@ -24,8 +24,9 @@ choice (the smallest tree when the choice is the chain), so the profile follows 
 step up that now pays becomes the choice, and the next refresh looks one further. Refreshing
 the largest budget instead cost ~9% of the chain's time at 64 requests of Qwen3.6-27B (budget
 128: 876 vs 134 ms, RESULTS.md session 16). While refreshes leave the choice as it was, the
-interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval. The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count
-as the lower bound they are).
+interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval.
+The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count as the lower
+bound they are).
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
 tree is built and :meth:`BudgetPolicy.record` after acceptance.
