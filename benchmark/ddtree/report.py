@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Tuple
 
 from step_cost import base_config, config_budget
 
+from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable, best_choice
+
 CONFIG_ORDER = ("no-spec", "DFLASH")
 
 
@@ -124,6 +126,37 @@ def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tup
     return out
 
 
+def auto_choices(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[int, dict]:
+    """Per concurrency, what ``--speculative-ddtree-budget auto`` settles on with this acceptance
+    and these step costs (``core/budget_policy.best_choice`` over its candidates at that batch
+    size, the profile known: no exploration or refresh steps) and its projected tokens/s beside
+    the best fixed choice's, among the candidates whose acceptance the profile has (``unknown``
+    lists the others)."""
+    table = StepCostTable({cfg: {} for cfg, _ in ms})
+    for (cfg, c), m in ms.items():
+        if cfg == "DDTREE-chain" or config_budget(cfg) is not None:
+            table.ms[cfg][c] = m
+    table.ms = {k: v for k, v in table.ms.items() if v}
+    if not table.budgets():
+        return {}
+    policy = BudgetPolicy(table)
+    name = lambda ch: "DDTREE-chain" if ch == CHAIN else f"DDTREE-{ch}"  # noqa: E731
+    acc = lambda ch: tpf.get(name(ch), tpf.get(SAME_ACCEPTANCE.get(name(ch), "")))  # noqa: E731
+    out = {}
+    for c in sorted({c for _, c in ms}):
+        every = policy.candidates_at(c)
+        cands = [ch for ch in every if acc(ch) is not None]
+        if not any(ch != CHAIN for ch in cands):
+            continue
+        pick = best_choice(table, {ch: acc(ch) - 1.0 for ch in cands}, c, cands, policy.chain_margin)
+        tps = {ch: acc(ch) / table.cost(ch, c) * 1e3 for ch in cands}
+        best = max(tps, key=tps.get)
+        out[c] = dict(choice=name(pick), tokens_per_s=tps[pick], best_fixed=name(best),
+                      best_tokens_per_s=tps[best], vs_best=tps[pick] / tps[best],
+                      unknown=[name(ch) for ch in every if ch not in cands])
+    return out
+
+
 def _table(header: List[str], rows: List[List[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -170,6 +203,15 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
     parts.append(_table(["config"] + [f"projected tok/s per request, conc {c}" + (f" (vs {refs[c]})" if refs[c] else "")
                                       for c in concs], rows))
     parts.append("")
+    auto = auto_choices(ms, tpf)
+    if auto:
+        parts.append("Budget auto on this acceptance (**projected**: the policy's choice with the profile known, "
+                     "`core/budget_policy.best_choice`, chain margin included; no exploration or refresh steps):\n")
+        parts.append(_table(["conc", "auto's choice", "projected tok/s", "best fixed", "its tok/s", "auto / best",
+                             "left out (no acceptance)"], [
+            [str(c), a["choice"], f"{a['tokens_per_s']:.1f}", a["best_fixed"], f"{a['best_tokens_per_s']:.1f}",
+             f"{a['vs_best']:.3f}", ", ".join(a["unknown"]) or "—"] for c, a in auto.items()]))
+        parts.append("")
     return "\n".join(parts)
 
 
@@ -230,6 +272,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "step_cost_meta": sc_meta, "accept_meta": acc_meta,
         "rows": [dict(config=cfg, concurrency=c, ms_per_step=ms[(cfg, c)], tokens_per_forward=tpf.get(cfg), **p)
                  for (cfg, c), p in sorted(proj.items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
+        "auto_projected": {str(c): a for c, a in auto_choices(ms, tpf).items()},
     }, indent=1))
     if plot(ms, proj, hist, a.out.with_suffix(".png")):
         print(f"[report] {a.out.with_suffix('.png')}")

@@ -192,3 +192,19 @@ def test_steady_state_read_back_never_waits_for_the_device(monkeypatch):
     before = p.expected(8)
     p.flush()
     assert copies[1]["waited"] and p.expected(8) > before
+
+
+def test_a_tree_must_beat_the_chain_by_more_than_the_margin():
+    """The table's rows come from separate engines whose step times differ by a few percent: a
+    tree within ``chain_margin`` of the chain's tokens per ms is not worth its extra per-step
+    work (session 17: budget 8 read 0.5% cheaper than another call's chain and ran behind it)."""
+    t = _table([("DDTREE-8", 64, 133.07), ("DDTREE-16", 64, 150.0), ("DDTREE-chain", 64, 133.77)])
+    p = BudgetPolicy(t, refresh_every=1000, flush_every=1)
+    p._mean.update({8: 1.0, 16: 1.0, CHAIN: 1.0})
+    assert p.choose(64) == CHAIN  # budget 8 is 0.5% "better": within the margin
+    p._mean.update({8: 1.04})  # 2.04 / 133.07 vs 2 / 133.77: +2.5%, still within 5%
+    assert p.choose(64) == CHAIN
+    p._mean.update({8: 1.2})  # +10.9%: the tree pays
+    assert p.choose(64) == 8
+    assert BudgetPolicy(t, refresh_every=1000, flush_every=1, chain_margin=0.0, _mean={8: 1.0, 16: 1.0, CHAIN: 1.0}
+                        ).choose(64) == 8  # no margin: the cheaper row wins, as before

@@ -102,3 +102,37 @@ def test_repeated_engines_and_tables_are_averaged_with_their_spread(report, tmp_
     assert "| DDTREE-chain | 21.00 (3 engines, spread 9.5%) |" in md
     assert "| DDTREE-16 | 25.00 |" in md and "| DDTREE-64 | 30.00 |" in md
     assert "DDTREE-chain@2" not in md
+
+
+def test_auto_projection_is_the_policys_choice_with_the_profile_known(report, tmp_path):
+    """Budget auto's projected row: the policy's own choice (best_choice, chain margin included)
+    with the acceptance profile known, beside the best fixed choice; budgets without acceptance
+    are listed as left out, never guessed."""
+    sc = {"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-chain", "concurrency": 4, "ms_per_step": 20.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 22.0},
+        {"config": "DDTREE-16", "concurrency": 4, "ms_per_step": 25.0},
+        {"config": "DDTREE-64", "concurrency": 1, "ms_per_step": 30.0}]}
+    # Chain (DFLASH's drafts) 1.5 tokens per forward, budget 16 2.0, budget 64 unknown.
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
+    _, md = _run(report, tmp_path, sc, acc)
+    auto = json.loads((tmp_path / "r.json").read_text())["auto_projected"]
+    # conc 1: 16 gives 2.0 / 22 ms = 90.9 tok/s vs the chain's 75.0 (+21%): the tree.
+    assert auto["1"]["choice"] == "DDTREE-16" and auto["1"]["tokens_per_s"] == pytest.approx(2.0 / 22 * 1e3)
+    assert auto["1"]["unknown"] == ["DDTREE-64"] and auto["1"]["vs_best"] == pytest.approx(1.0)
+    # conc 4: 2.0 / 25 = 80.0 vs 1.5 / 20 = 75.0 (+6.7%, beyond the 5% margin): still the tree.
+    assert auto["4"]["choice"] == "DDTREE-16" and auto["4"]["unknown"] == []
+    assert "| 1 | DDTREE-16 | 90.9 | DDTREE-16 | 90.9 | 1.000 | DDTREE-64 |" in md
+
+
+def test_auto_projection_keeps_the_chain_within_the_margin(report, tmp_path):
+    sc = {"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 4, "ms_per_step": 20.0},
+        {"config": "DDTREE-16", "concurrency": 4, "ms_per_step": 26.0}]}
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2]), "DDTREE-16": _accept_row(40, 20, [5, 10, 5])}}
+    _run(report, tmp_path, sc, acc)
+    auto = json.loads((tmp_path / "r.json").read_text())["auto_projected"]["4"]
+    # 2.0 / 26 = 76.9 tok/s vs the chain's 75.0: +2.6%, inside the margin -> the chain, 2.5% behind the best.
+    assert (auto["choice"], auto["best_fixed"]) == ("DDTREE-chain", "DDTREE-16")
+    assert auto["vs_best"] == pytest.approx(75.0 / (2.0 / 26 * 1e3))

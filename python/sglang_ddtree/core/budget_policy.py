@@ -8,10 +8,17 @@ over the DDTREE budgets of a measured step-cost table (``benchmark/ddtree/step_c
 ms per step per configuration and concurrency) and the chain (its ``DDTREE-chain`` row: the
 DDTREE step with top-k 1, i.e. the rank-0 candidate of every depth, as DFLASH drafts it, at
 DFLASH's verify width). The chain is the fallback when a tree does not pay at the current batch
-size. A budget is a candidate only up to the largest concurrency the table measured it at (a
-sweep caps big budgets where they do not fit; their cost beyond is unknown, not flat). (Costs are
-those of steps through this worker: the ``DFLASH`` row is a different engine path and is not
-used.)
+size: a tree is chosen over the chain only when its value is more than ``chain_margin`` (5%)
+above the chain's. The table's rows come from separate engines, often separate calls, whose
+step times differ by more than the gap between a small tree and the chain: on Qwen3.6-27B the
+chain at one request measured 20.6-22.8 ms in six calls, and budget 8 was 2.5-10% dearer than
+the chain measured beside it in its own call yet read 0.3-0.5% cheaper than a chain row of
+another call, so budget auto chose it and ran 3.5-9% behind the chain at 1 / 16 / 64 requests
+(RESULTS.md session 17). A tree step also carries the shadow chain and the profile's update; the
+chain step does not. A budget is a candidate only up to the largest concurrency the table
+measured it at (a sweep caps big budgets where they do not fit; their cost beyond is unknown,
+not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
+engine path and is not used.)
 
 The expected accepted drafts come from the running acceptance profile, which the verified trees
 give exactly for every smaller budget: DDTree trees are prefix-closed in best-first order (node
@@ -89,6 +96,22 @@ class StepCostTable:
         return y0 + (y1 - y0) * (bs - x0) / (x1 - x0)
 
 
+def best_choice(table: StepCostTable, expected: Dict[Choice, float], bs: int, candidates: Sequence[Choice],
+                chain_margin: float = 0.05) -> Choice:
+    """The candidate with the most expected tokens per ms at batch size ``bs``, ``(expected[c] +
+    1) / table.cost(c, bs)`` (``expected``: accepted drafts per request-step, known for every
+    candidate); the chain unless the best tree beats it by more than ``chain_margin``. Of equal
+    trees the smaller budget."""
+    trees = [c for c in candidates if c != CHAIN]
+    if not trees:
+        return CHAIN
+    value = {c: (expected[c] + 1.0) / table.cost(c, bs) for c in candidates}
+    best = max(trees, key=value.get)  # max keeps the first of equals
+    if CHAIN in value and value[best] <= (1.0 + chain_margin) * value[CHAIN]:
+        return CHAIN
+    return best
+
+
 @dataclass
 class BudgetPolicy:
     """Per-step choice among ``budgets`` (ascending) and, if ``chain``, the DFLASH chain."""
@@ -102,6 +125,8 @@ class BudgetPolicy:
     # lags by about 2 x flush_every steps): a host sync in the worker would stall the overlap
     # scheduler's next launch. Only while a candidate has no estimate does it read at once.
     flush_every: int = 8
+    # A tree must beat the chain's tokens per ms by more than this share (see the module docstring).
+    chain_margin: float = 0.05
     budgets: List[int] = field(default_factory=list)
     chain: bool = True
     steps: int = 0
@@ -156,8 +181,7 @@ class BudgetPolicy:
         if any(self.expected(c) is None for c in cands):
             self._last_refresh = self.steps
             return max(trees)
-        # max keeps the first of equals: the chain, then the smaller budget.
-        best = max(cands, key=lambda c: (self.expected(c) + 1.0) / self.table.cost(c, bs))
+        best = best_choice(self.table, self._mean, bs, cands, self.chain_margin)
         if self._judge_at is not None and self.steps >= self._judge_at:
             same = best == self._before
             self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
