@@ -11,7 +11,7 @@ DFLASH's verify width). The chain is the fallback when a tree does not pay at th
 size: a tree is chosen over the chain only when its value is more than ``chain_margin`` (5%)
 above the chain's. The table's rows come from separate engines, often separate calls, whose
 step times differ by more than the gap between a small tree and the chain: on Qwen3.6-27B the
-chain at one request measured 20.6-22.8 ms in six calls, and budget 8 was 2.5-10% dearer than
+chain at one request measured 20.6-22.8 ms in seven calls, and budget 8 was 2.5-10% dearer than
 the chain measured beside it in its own call yet read 0.3-0.5% cheaper than a chain row of
 another call, so budget auto chose it and ran 3.5-9% behind the chain at 1 / 16 / 64 requests
 (RESULTS.md session 17). A tree step also carries the shadow chain and the profile's update; the
