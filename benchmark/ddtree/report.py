@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 from step_cost import base_config, config_budget
 
-from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable, best_choice
+from sglang_ddtree.core.budget_choice import CHAIN, CHAIN_MARGIN, StepCostTable, best_choice, candidates_at
 
 CONFIG_ORDER = ("no-spec", "DFLASH")
 
@@ -128,7 +128,7 @@ def project(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[Tup
 
 def auto_choices(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dict[int, dict]:
     """Per concurrency, what ``--speculative-ddtree-budget auto`` settles on with this acceptance
-    and these step costs (``core/budget_policy.best_choice`` over its candidates at that batch
+    and these step costs (``core/budget_choice.best_choice`` over its candidates at that batch
     size, the profile known: no exploration or refresh steps) and its projected tokens/s beside
     the best fixed choice's, among the candidates whose acceptance the profile has (``unknown``
     lists the others)."""
@@ -139,16 +139,15 @@ def auto_choices(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dic
     table.ms = {k: v for k, v in table.ms.items() if v}
     if not table.budgets():
         return {}
-    policy = BudgetPolicy(table)
     name = lambda ch: "DDTREE-chain" if ch == CHAIN else f"DDTREE-{ch}"  # noqa: E731
     acc = lambda ch: tpf.get(name(ch), tpf.get(SAME_ACCEPTANCE.get(name(ch), "")))  # noqa: E731
     out = {}
     for c in sorted({c for _, c in ms}):
-        every = policy.candidates_at(c)
+        every = candidates_at(table, table.budgets(), table.has_chain(), c)
         cands = [ch for ch in every if acc(ch) is not None]
         if not any(ch != CHAIN for ch in cands):
             continue
-        pick = best_choice(table, {ch: acc(ch) - 1.0 for ch in cands}, c, cands, policy.chain_margin)
+        pick = best_choice(table, {ch: acc(ch) - 1.0 for ch in cands}, c, cands, CHAIN_MARGIN)
         tps = {ch: acc(ch) / table.cost(ch, c) * 1e3 for ch in cands}
         best = max(tps, key=tps.get)
         out[c] = dict(choice=name(pick), tokens_per_s=tps[pick], best_fixed=name(best),
@@ -206,7 +205,7 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
     auto = auto_choices(ms, tpf)
     if auto:
         parts.append("Budget auto on this acceptance (**projected**: the policy's choice with the profile known, "
-                     "`core/budget_policy.best_choice`, chain margin included; no exploration or refresh steps):\n")
+                     "`core/budget_choice.best_choice`, chain margin included; no exploration or refresh steps):\n")
         parts.append(_table(["conc", "auto's choice", "projected tok/s", "best fixed", "its tok/s", "auto / best",
                              "left out (no acceptance)"], [
             [str(c), a["choice"], f"{a['tokens_per_s']:.1f}", a["best_fixed"], f"{a['best_tokens_per_s']:.1f}",
