@@ -9,6 +9,13 @@ Modules, in the order a decode step uses them:
 - ``accept``: greedy / sampled tree walk, stop tokens and max-new-tokens truncation.
 - ``commit_plan``: KV slot moves/remaps and the hidden-state gather for the accepted path.
 
+Beside them: ``gdn_tree`` (references of the snapshot-free tree-aware GatedDeltaNet), ``step``
+(draft logits -> verify layout and target tokens -> commit plan, each one capturable program),
+``shadow_chain`` (what the DFLASH chain would have accepted), ``oracle_check`` (the sequential
+replay of ``--speculative-ddtree-oracle-rate``), and for ``--speculative-ddtree-budget auto``
+``budget_choice`` (the step-cost table and the choice rule, no torch) and ``budget_policy`` (the
+running acceptance profile that feeds it).
+
 Every batched function is a fixed-shape tensor program with no host synchronisation, so it
 can run inside a CUDA graph; each has a plain reference it is tested against.
 """
