@@ -156,6 +156,21 @@ def auto_choices(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dic
     return out
 
 
+def break_even(ms: Dict[Tuple[str, int], float]) -> Dict[Tuple[str, int], dict]:
+    """Per DDTREE budget and concurrency, the tokens per step a tree must commit, relative to the
+    chain's, to match the reference (DFLASH at that concurrency, else the DDTREE chain; both
+    commit the chain's drafts): ``ms(budget) / ms(reference)``. Step costs only, no acceptance
+    assumed: the number to hold a drafter's measured tree / chain acceptance against."""
+    out = {}
+    for (cfg, c), m in ms.items():
+        if config_budget(cfg) is None:
+            continue
+        ref = next((x for x in REFERENCES if (x, c) in ms), None)
+        if ref is not None:
+            out[(cfg, c)] = {"ratio": m / ms[(ref, c)], "ref": ref}
+    return out
+
+
 def _table(header: List[str], rows: List[List[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -202,6 +217,16 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
     parts.append(_table(["config"] + [f"projected tok/s per request, conc {c}" + (f" (vs {refs[c]})" if refs[c] else "")
                                       for c in concs], rows))
     parts.append("")
+    even = break_even(ms)
+    if even:
+        budgets = sorted({cfg for cfg, _ in even}, key=_config_key)
+        parts.append("Break-even acceptance (step costs only): the tree's tokens per step over the chain's at which "
+                     "the budget matches the reference's speed (DFLASH, else the DDTREE chain):\n")
+        parts.append(_table(["config"] + [f"conc {c}" for c in concs], [
+            [cfg] + [fmt(even.get((cfg, c), {}).get("ratio"), "{:.2f}") + (
+                f" (vs {even[(cfg, c)]['ref']})" if (cfg, c) in even and even[(cfg, c)]["ref"] != "DFLASH" else "")
+                for c in concs] for cfg in budgets]))
+        parts.append("")
     auto = auto_choices(ms, tpf)
     if auto:
         parts.append("Budget auto on this acceptance (**projected**: the policy's choice with the profile known, "
@@ -272,6 +297,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "rows": [dict(config=cfg, concurrency=c, ms_per_step=ms[(cfg, c)], tokens_per_forward=tpf.get(cfg), **p)
                  for (cfg, c), p in sorted(proj.items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
         "auto_projected": {str(c): a for c, a in auto_choices(ms, tpf).items()},
+        "break_even": [dict(config=cfg, concurrency=c, **v) for (cfg, c), v in sorted(
+            break_even(ms).items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
     }, indent=1))
     if plot(ms, proj, hist, a.out.with_suffix(".png")):
         print(f"[report] {a.out.with_suffix('.png')}")

@@ -136,3 +136,24 @@ def test_auto_projection_keeps_the_chain_within_the_margin(report, tmp_path):
     # 2.0 / 26 = 76.9 tok/s vs the chain's 75.0: +2.6%, inside the margin -> the chain, 2.5% behind the best.
     assert (auto["choice"], auto["best_fixed"]) == ("DDTREE-chain", "DDTREE-16")
     assert auto["vs_best"] == pytest.approx(75.0 / (2.0 / 26 * 1e3))
+
+
+def test_break_even_acceptance_is_the_step_cost_ratio_to_the_reference(report, tmp_path):
+    """Step costs only: budget B must commit ms(B) / ms(DFLASH) times the chain's tokens per step
+    to match DFLASH, against the DDTREE chain where DFLASH was not measured; no budget row, no
+    ratio (a dash)."""
+    sc = {"meta": {}, "rows": [
+        {"config": "DFLASH", "concurrency": 1, "ms_per_step": 20.0},
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 22.0},
+        {"config": "DDTREE-chain", "concurrency": 64, "ms_per_step": 130.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 23.0},
+        {"config": "DDTREE-16", "concurrency": 64, "ms_per_step": 150.0},
+        {"config": "DDTREE-64", "concurrency": 1, "ms_per_step": 25.0}]}
+    acc = {"meta": {}, "rows": {"DFLASH": _accept_row(30, 20, [12, 6, 2])}}
+    _, md = _run(report, tmp_path, sc, acc)
+    even = {(r["config"], r["concurrency"]): r for r in json.loads((tmp_path / "r.json").read_text())["break_even"]}
+    assert even[("DDTREE-16", 1)] == {"config": "DDTREE-16", "concurrency": 1, "ratio": pytest.approx(1.15),
+                                      "ref": "DFLASH"}
+    assert even[("DDTREE-16", 64)]["ratio"] == pytest.approx(150 / 130) and even[("DDTREE-16", 64)]["ref"] == "DDTREE-chain"
+    assert ("DDTREE-64", 64) not in even
+    assert "| DDTREE-16 | 1.15 | 1.15 (vs DDTREE-chain) |" in md and "| DDTREE-64 | 1.25 | — |" in md
