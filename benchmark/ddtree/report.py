@@ -103,7 +103,7 @@ def load_accept(path: Path) -> Tuple[dict, Dict[str, float], Dict[str, List[int]
 REFERENCES = ("DFLASH", "DDTREE-chain")
 
 
-def _reference(rows: Dict[Tuple[str, int], dict], c: int) -> Optional[str]:
+def _reference(rows: Dict[Tuple[str, int], object], c: int) -> Optional[str]:
     """The ratio's reference among ``rows`` (keyed ``(config, concurrency)``) at concurrency ``c``."""
     return next((x for x in REFERENCES if (x, c) in rows), None)
 
@@ -132,14 +132,11 @@ def auto_choices(ms: Dict[Tuple[str, int], float], tpf: Dict[str, float]) -> Dic
     size, the profile known: no exploration or refresh steps) and its projected tokens/s beside
     the best fixed choice's, among the candidates whose acceptance the profile has (``unknown``
     lists the others)."""
-    table = StepCostTable({cfg: {} for cfg, _ in ms})
-    for (cfg, c), m in ms.items():
-        if cfg == "DDTREE-chain" or config_budget(cfg) is not None:
-            table.ms[cfg][c] = m
-    table.ms = {k: v for k, v in table.ms.items() if v}
+    table = StepCostTable.from_rows([dict(config=cfg, concurrency=c, ms_per_step=m) for (cfg, c), m in ms.items()
+                                     if cfg == "DDTREE-chain" or config_budget(cfg) is not None])
     if not table.budgets():
         return {}
-    name = lambda ch: "DDTREE-chain" if ch == CHAIN else f"DDTREE-{ch}"  # noqa: E731
+    name = lambda ch: f"DDTREE-{ch}"  # noqa: E731  (the table's row name; the chain's is DDTREE-chain)
     acc = lambda ch: tpf.get(name(ch), tpf.get(SAME_ACCEPTANCE.get(name(ch), "")))  # noqa: E731
     out = {}
     for c in sorted({c for _, c in ms}):
@@ -165,7 +162,7 @@ def break_even(ms: Dict[Tuple[str, int], float]) -> Dict[Tuple[str, int], dict]:
     for (cfg, c), m in ms.items():
         if config_budget(cfg) is None:
             continue
-        ref = next((x for x in REFERENCES if (x, c) in ms), None)
+        ref = _reference(ms, c)
         if ref is not None:
             out[(cfg, c)] = {"ratio": m / ms[(ref, c)], "ref": ref}
     return out
@@ -178,7 +175,8 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
 
 
 def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
-           spread: Optional[Dict[Tuple[str, int], Tuple[int, float]]] = None) -> str:
+           spread: Optional[Dict[Tuple[str, int], Tuple[int, float]]] = None,
+           even: Optional[Dict[Tuple[str, int], dict]] = None, auto: Optional[Dict[int, dict]] = None) -> str:
     concs = sorted({c for _, c in ms})
     cfgs = sorted({cfg for cfg, _ in ms} | set(tpf), key=_config_key)
     fmt = lambda x, f="{:.1f}": f.format(x) if x is not None else "—"  # noqa: E731
@@ -217,7 +215,6 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
     parts.append(_table(["config"] + [f"projected tok/s per request, conc {c}" + (f" (vs {refs[c]})" if refs[c] else "")
                                       for c in concs], rows))
     parts.append("")
-    even = break_even(ms)
     if even:
         budgets = sorted({cfg for cfg, _ in even}, key=_config_key)
         parts.append("Break-even acceptance (step costs only): the tree's tokens per step over the chain's at which "
@@ -227,7 +224,6 @@ def render(sc_meta: dict, ms: dict, acc_meta: dict, tpf: dict, proj: dict,
                 f" (vs {even[(cfg, c)]['ref']})" if (cfg, c) in even and even[(cfg, c)]["ref"] != "DFLASH" else "")
                 for c in concs] for cfg in budgets]))
         parts.append("")
-    auto = auto_choices(ms, tpf)
     if auto:
         parts.append("Budget auto on this acceptance (**projected**: the policy's choice with the profile known, "
                      "`core/budget_choice.best_choice`, chain margin included; no exploration or refresh steps):\n")
@@ -291,14 +287,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     acc_meta, tpf, hist = load_accept(a.accept)
     proj = project(ms, tpf)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.with_suffix(".md").write_text(render(sc_meta, ms, acc_meta, tpf, proj, spread))
+    even, auto = break_even(ms), auto_choices(ms, tpf)
+    a.out.with_suffix(".md").write_text(render(sc_meta, ms, acc_meta, tpf, proj, spread, even, auto))
     a.out.with_suffix(".json").write_text(json.dumps({
         "step_cost_meta": sc_meta, "accept_meta": acc_meta,
         "rows": [dict(config=cfg, concurrency=c, ms_per_step=ms[(cfg, c)], tokens_per_forward=tpf.get(cfg), **p)
                  for (cfg, c), p in sorted(proj.items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
-        "auto_projected": {str(c): a for c, a in auto_choices(ms, tpf).items()},
+        "auto_projected": {str(c): v for c, v in auto.items()},
         "break_even": [dict(config=cfg, concurrency=c, **v) for (cfg, c), v in sorted(
-            break_even(ms).items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
+            even.items(), key=lambda kv: (_config_key(kv[0][0]), kv[0][1]))],
     }, indent=1))
     if plot(ms, proj, hist, a.out.with_suffix(".png")):
         print(f"[report] {a.out.with_suffix('.png')}")

@@ -42,7 +42,8 @@ from .core.accept import target_tokens, tree_walk
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .compat.gdn_wy import WyVerifyState, wy_check_enabled, wy_commit
-from .core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
+from .core.budget_choice import CHAIN, StepCostTable, furthest_budget
+from .core.budget_policy import BudgetPolicy
 from .compat.verify_graph import tree_verify_graphs_enabled
 from .compat.verify_widths import build_verify_runtimes, verify_runtime
 from .core.topk import local_topk, merge_rank_topk
@@ -108,7 +109,7 @@ def ddtree_verify_widths(server_args, block_size: int, caps: Optional[Dict[int, 
 def policy_width_caps(table: StepCostTable, max_depth: int, block_size: int) -> Dict[int, Optional[int]]:
     """Per verify width budget auto can choose, the largest batch size it can choose it at (None:
     any): a budget is a candidate only up to the largest concurrency its table row was measured at
-    (``BudgetPolicy.candidates_at``), the chain at every batch size (without a chain row, the
+    (``budget_choice.candidates_at``), the chain at every batch size (without a chain row, the
     budget measured furthest); a width shared by several choices takes the largest. A width's
     graphs need no batch larger than that (verify_widths.py)."""
     caps: Dict[int, Optional[int]] = {}
@@ -122,8 +123,7 @@ def policy_width_caps(table: StepCostTable, max_depth: int, block_size: int) -> 
     if table.has_chain():
         widen(verify_width(max_depth, block_size), None)
     elif budgets:  # no chain: past every budget's rows the policy keeps the one measured furthest
-        furthest = max(budgets, key=lambda b: (table.max_concurrency(b), -b))
-        widen(verify_width(furthest, block_size), None)
+        widen(verify_width(furthest_budget(table, budgets), block_size), None)
     return dict(sorted(caps.items()))
 
 

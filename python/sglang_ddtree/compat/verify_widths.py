@@ -186,4 +186,3 @@ def init_cuda_graphs_with_width_caps(original, self, *args, **kwargs):
     main = int(self.server_args.speculative_num_draft_tokens)
     with capped_decode_bs(self.server_args, caps.get(main)):
         return original(self, *args, **kwargs)
-

@@ -85,5 +85,11 @@ def candidates_at(table: StepCostTable, budgets: Sequence[int], chain: bool, bs:
     that far, the budget measured at the most requests."""
     ok = [b for b in budgets if table.max_concurrency(b) >= bs]
     if not ok and not chain:
-        ok = [max(budgets, key=lambda b: (table.max_concurrency(b), -b))]
+        ok = [furthest_budget(table, budgets)]
     return ([CHAIN] if chain else []) + ok
+
+
+def furthest_budget(table: StepCostTable, budgets: Sequence[int]) -> int:
+    """The budget measured at the most requests (of equals the smaller): without a chain row,
+    the one candidate past every budget's rows."""
+    return max(budgets, key=lambda b: (table.max_concurrency(b), -b))
