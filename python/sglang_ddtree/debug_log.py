@@ -21,7 +21,11 @@ import torch
 
 
 class StepTimer:
-    """Wall-clock phase timings; synchronises the device at each boundary when enabled."""
+    """The decode step's phases. Enabled (``--speculative-ddtree-debug-jsonl``): wall-clock
+    timings, synchronising the device at each boundary. Under the torch profiler (sglang's
+    ``/start_profile``), each phase is a ``ddtree.<name>`` range, so a trace attributes the
+    device work launched inside it to the phase (``benchmark/ddtree/trace_summary.py``); nothing
+    is synchronised then."""
 
     def __init__(self, enabled: bool, device):
         self.enabled = enabled
@@ -31,7 +35,11 @@ class StepTimer:
     @contextmanager
     def phase(self, name: str):
         if not self.enabled:
-            yield
+            if torch.autograd.profiler._is_profiler_enabled:
+                with torch.profiler.record_function(f"ddtree.{name}"):
+                    yield
+            else:
+                yield
             return
         if self.cuda:
             torch.cuda.synchronize()

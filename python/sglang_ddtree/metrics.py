@@ -4,12 +4,13 @@ The worker records every step into device-side counters (no host sync on the dec
 they are read only when asked:
 
 - ``/server_info`` (``get_server_info()``): ``internal_states[i]["ddtree"]`` is
-  :meth:`DDTreeStats.snapshot` (hook on ``Scheduler.get_internal_state``);
+  :meth:`DDTreeStats.snapshot`;
 - the Prometheus endpoint (``--enable-metrics``): ``sglang:ddtree_accept_length`` (histogram of
   accepted drafts per request-step, buckets 0..L), ``sglang:ddtree_depth_reached`` (histogram of
   the deepest tree level built per request-step) and ``sglang:ddtree_tree_nodes_avg``, exported
-  every ``--decode-log-interval`` decode steps with sglang's own metric labels (hook on
-  ``SchedulerMetricsReporter.report_decode_stats``).
+  every ``--decode-log-interval`` decode steps with sglang's own metric labels.
+
+The hooks that publish them are in ``compat/metrics_hooks.py``.
 
 Per request, sglang's own ``meta_info`` fields carry the accept statistics
 (``spec_accept_length``, ``spec_correct_drafts_histogram``).
@@ -144,34 +145,6 @@ class PrometheusExport:
         self.nodes.labels(**self.labels).set(snap["avg_tree_nodes"])
 
 
-def _ddtree_worker(scheduler):
-    from .worker import DDTreeWorker
-
-    w = getattr(scheduler, "draft_worker", None)
-    return w if isinstance(w, DDTreeWorker) else None
-
-
-def _internal_state_after(result, self, *args, **kwargs):
-    worker = _ddtree_worker(self)
-    if worker is not None and isinstance(getattr(result, "internal_state", None), dict):
-        result.internal_state["ddtree"] = worker.stats.snapshot()
-    return result
-
-
-def _decode_stats_after(result, self, *args, **kwargs):
-    scheduler = getattr(self, "scheduler", None)
-    worker = _ddtree_worker(scheduler) if scheduler is not None else None
-    if worker is None or not self.enable_metrics:
-        return result
-    # The reporter's own periodic gate (its log line and heavy metrics use the same one).
-    if self.forward_ct_decode % self.decode_log_interval != 0:
-        return result
-    if worker.prometheus is None:
-        worker.prometheus = PrometheusExport(worker.stats, dict(self.metrics_collector.labels))
-    worker.prometheus.export()
-    return result
-
-
 def request_spec_metrics(meta_info: dict, budget: int) -> None:
     """Per-request meta_info for DDTREE, in place: sglang counts ``verify_ct * (num_draft_tokens
     - 1)`` proposed drafts, i.e. the verify width minus one; a DDTREE step proposes the tree's
@@ -185,31 +158,3 @@ def request_spec_metrics(meta_info: dict, budget: int) -> None:
     meta_info["spec_num_proposed_drafts"] = meta_info["spec_proposed_drafts"] = proposed
     meta_info["spec_accept_rate"] = correct / proposed if proposed else 0.0
     meta_info["ddtree_tree_nodes"] = int(budget)
-
-
-def _request_metrics_after(result, self, meta_info, *args, **kwargs):
-    from .server_args import is_ddtree
-
-    if is_ddtree(self.server_args):
-        if getattr(self.server_args, "speculative_ddtree_step_cost", None):
-            # --speculative-ddtree-budget auto: the tree size changes per step and is not known
-            # here; sglang's counts stay (verify width - 1 per step: an upper bound).
-            meta_info["ddtree_budget"] = "auto"
-        else:
-            request_spec_metrics(meta_info, self.server_args.speculative_ddtree_budget)
-    return result
-
-
-def register_metrics_hooks() -> None:
-    """sglang has no seam for a speculative algorithm's own metrics: three AFTER hooks."""
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-    HookRegistry.register("sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics",
-                          _request_metrics_after, HookType.AFTER)
-
-    HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state",
-                          _internal_state_after, HookType.AFTER)
-    HookRegistry.register(
-        "sglang.srt.managers.scheduler_components.metrics_reporter.SchedulerMetricsReporter.report_decode_stats",
-        _decode_stats_after, HookType.AFTER,
-    )

@@ -12,6 +12,7 @@ is resolved (:func:`validate_ddtree_args`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from typing import Annotated as A
 from typing import Optional
@@ -19,13 +20,15 @@ from typing import Optional
 from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
 
+from .config import WY_CHECK
+from .core.budget_choice import StepCostTable
+from .core.widths import WidthCaps, policy_width_caps, verify_width
+
 logger = logging.getLogger(__name__)
 
 ALGORITHM = "DDTREE"
-# From the H200 step cost at Qwen3.6-27B size with the CUDA-graph tree verify and the default
-# (snapshot) GDN path (RESULTS.md session 5): a budget-32 step costs 1.16x / 1.26x a budget-16
-# step at concurrency 1 / 4 (27.2 vs 23.5 ms, 34.9 vs 27.6 ms), more than the acceptance a
-# best-first tree gains from 16 to 32 nodes in our sweeps (+1% tokens per forward, session 3).
+# Budget 32 costs more step time over 16 than the acceptance it adds in the measured sweeps
+# (benchmark/ddtree/RESULTS.md: step cost and acceptance tables).
 DEFAULT_BUDGET = 16
 DEFAULT_TOPK = 8
 MAX_BUDGET = 1024
@@ -78,10 +81,15 @@ class DDTreeServerArgs(ServerArgs):
         "DDTREE on hybrid (GatedDeltaNet) targets: how the tree verify keeps linear-attention "
         "state. 'snapshot': sglang's per-node state path (one intermediate state per tree node). "
         "'wy': the snapshot-free tree kernels (no per-node state; faster at every measured budget "
-        "and concurrency; needs --disable-radix-cache for now). Default: wy with --disable-radix-cache, "
-        "else snapshot.",
+        "and concurrency). Default: wy, except snapshot with --mamba-radix-cache-strategy no_buffer.",
         NS("spec"),
     ] = None
+    speculative_ddtree_eager_verify: A[
+        bool,
+        "DDTREE: run the tree verify eagerly instead of replaying CUDA graphs captured with the tree mask "
+        "(for debugging; the target's verify graphs are then not captured).",
+        NS("spec"),
+    ] = False
 
 
 DDTREE_FLAGS = (
@@ -93,18 +101,14 @@ DDTREE_FLAGS = (
     "speculative_ddtree_oracle_rate",
     "speculative_ddtree_gdn_mode",
     "speculative_ddtree_step_cost",
+    "speculative_ddtree_eager_verify",
 )
 GDN_MODES = ("snapshot", "wy")
 
 
 def default_gdn_mode(server_args) -> str:
-    """``wy`` (measured faster than ``snapshot`` at Qwen3.6-27B size, RESULTS.md sessions 6-7)
-    unless the radix cache runs sglang's ``no_buffer`` strategy (asked for by name): there the
-    H200 showed wy's rerun from a cached prefix leave sglang DFLASH's at one token of four
-    requests (sessions 7-8; DFLASH refuses log-probs, so a near-tie cannot be shown), so the
-    default stays sglang's per-node path. With state tracking (``extra_buffer``, what Qwen3.6
-    resolves) wy's tracked states equal the per-node ones and its reruns equal DFLASH's
-    (session 8)."""
+    """``wy`` unless the radix cache runs sglang's ``no_buffer`` strategy (asked for by name),
+    where a rerun from a cached prefix has not been shown equal to DFLASH's: ``snapshot`` there."""
     if getattr(server_args, "disable_radix_cache", False):
         return "wy"
     return "snapshot" if getattr(server_args, "mamba_radix_cache_strategy", None) == "no_buffer" else "wy"
@@ -160,12 +164,10 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
                     if mode == "snapshot" else "")
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
-    from .compat.gdn_wy import CHECK_ENV, wy_check_enabled
-    from .compat.verify_graph import GRAPH_ENV, tree_verify_graphs_enabled
-
-    if mode == "wy" and tree_verify_graphs_enabled() and wy_check_enabled():
+    if mode == "wy" and not server_args.speculative_ddtree_eager_verify and WY_CHECK.get():
         # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
-        raise ValueError(f"{CHECK_ENV}=1 needs the eager tree verify: set {GRAPH_ENV}=0 (or unset {CHECK_ENV}).")
+        raise ValueError(f"{WY_CHECK.name}=1 needs the eager tree verify: add --speculative-ddtree-eager-verify "
+                         f"(or unset {WY_CHECK.name}).")
 
 
 def _resolve_budget(server_args) -> None:
@@ -177,8 +179,6 @@ def _resolve_budget(server_args) -> None:
         if not table:
             raise ValueError("--speculative-ddtree-budget auto needs --speculative-ddtree-step-cost PATH "
                              "(a table from benchmark/ddtree/step_cost.py for this model and GPU).")
-        from .core.budget_policy import StepCostTable
-
         try:
             budgets = StepCostTable.from_json(table).budgets()
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -230,3 +230,60 @@ def published_server_args():
 def is_ddtree_server() -> bool:
     """Whether this process serves DDTREE (from the published server args)."""
     return is_ddtree(published_server_args())
+
+
+def eager_verify(server_args=None) -> bool:
+    """Whether DDTREE tree verifies run eagerly (``--speculative-ddtree-eager-verify``) on a DDTREE
+    server (``server_args`` default: the published ones); False on other servers."""
+    sa = published_server_args() if server_args is None else server_args
+    return is_ddtree(sa) and bool(getattr(sa, "speculative_ddtree_eager_verify", False))
+
+
+def wy_server() -> bool:
+    """Whether this process serves DDTREE with ``--speculative-ddtree-gdn-mode wy``."""
+    sa = published_server_args()
+    return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == "wy"
+
+
+_HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+
+
+def is_hybrid_target(server_args) -> bool:
+    """Whether the target has linear-attention (GatedDeltaNet) layers."""
+    cfg = server_args.get_model_config().hf_config
+    text = getattr(cfg, "text_config", None) or cfg
+    layer_types = getattr(text, "layer_types", None) or []
+    model_type = getattr(text, "model_type", None) or getattr(cfg, "model_type", None)
+    return "linear_attention" in layer_types or model_type in _HYBRID_MODEL_TYPES
+
+
+def drafter_block_size(draft_hf_config) -> int:
+    """The DFlash drafter's block size, from its own config (16 when the config is silent)."""
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    return int(parse_dflash_draft_config(draft_hf_config=draft_hf_config).resolve_block_size(default=16))
+
+
+@functools.lru_cache(maxsize=1)
+def published_drafter_block_size() -> int:
+    """The drafter block size of this process's server (read from the drafter's config once)."""
+    from sglang.srt.runtime_context import get_spec
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    return drafter_block_size(get_config(get_spec().speculative_draft_model_path, trust_remote_code=False))
+
+
+def ddtree_width_caps(server_args, block_size: int) -> WidthCaps:
+    """Budget auto's verify widths and their batch-size caps (``core.widths.policy_width_caps``)
+    for a resolved DDTREE server; empty for a fixed budget (its one width serves every batch)."""
+    if not server_args.speculative_ddtree_step_cost:
+        return {}
+    return policy_width_caps(StepCostTable.from_json(server_args.speculative_ddtree_step_cost),
+                             int(server_args.speculative_ddtree_max_depth), block_size)
+
+
+def ddtree_verify_widths(server_args, block_size: int, caps: Optional[WidthCaps] = None) -> list:
+    """Every verify width a resolved DDTREE server verifies at: the budget's, or under budget
+    auto the keys of ``caps`` (default: :func:`ddtree_width_caps`)."""
+    caps = ddtree_width_caps(server_args, block_size) if caps is None else caps
+    return sorted(caps) if caps else [verify_width(server_args.speculative_ddtree_budget, block_size)]

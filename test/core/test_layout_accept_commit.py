@@ -9,8 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from sglang_ddtree.core.accept import tree_walk, tree_walk_reference, truncate_new_tokens
-from sglang_ddtree.core.commit_plan import build_commit_plan, pages_to_free
+from sglang_ddtree.core.accept import tree_walk, tree_walk_reference
 from sglang_ddtree.core.tree_builder import build_tree, pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout, build_verify_layout_reference, pad_layout
 
@@ -108,43 +107,6 @@ def test_walk_accepts_non_first_sibling_and_full_depth():
     assert acc.accepted.tolist() == [[0, 2, 3, 4]]
     assert acc.accept_len.tolist() == [3]
     assert acc.new_tokens.tolist() == [[6, 7, 8, 42]]
-
-
-def test_truncation_stop_token_inside_path_and_budget():
-    new = torch.tensor([[4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7], [1, -1, -1, -1]])
-    num = torch.tensor([4, 4, 4, 1])
-    stops = torch.tensor([[6, -1], [-1, -1], [7, -1], [-1, -1]])
-    remaining = torch.tensor([10, 2, 2, 5])
-    n, fin = truncate_new_tokens(new, num, stops, remaining)
-    assert n.tolist() == [3, 2, 2, 1]  # stop kept; budget; budget cuts before the stop; normal
-    assert fin.tolist() == [True, True, True, False]
-
-
-def test_commit_plan_remap_move_and_hidden_gather():
-    accepted = torch.tensor([[0, 2, 3, -1], [0, -1, -1, -1]])
-    num_commit = torch.tensor([3, 1])
-    slots = torch.tensor([[100, 101, 102, 103, 104], [200, 201, 202, 203, 204]])
-    plan = build_commit_plan(accepted, num_commit, slots)
-    assert plan.path_slots.tolist() == [[100, 102, 103, -1], [200, -1, -1, -1]]
-    assert plan.move_src.tolist() == [[-1, 102, 103, -1], [-1, -1, -1, -1]]
-    assert plan.move_dst.tolist() == [[-1, 101, 102, -1], [-1, -1, -1, -1]]
-    assert plan.free_after_remap.tolist() == [[False, True, False, False, True], [False, True, True, True, True]]
-    assert plan.free_after_move.tolist() == [[False, False, False, True, True], [False, True, True, True, True]]
-    assert plan.hidden_gather.tolist() == [[0, 2, 3, -1], [5, -1, -1, -1]]
-    # Moving in order never reads a slot it already overwrote.
-    kv = {s: s for s in range(100, 105)}
-    for src, dst in zip(plan.move_src[0].tolist(), plan.move_dst[0].tolist()):
-        if src >= 0:
-            kv[dst] = kv[src]
-    assert [kv[s] for s in (100, 101, 102)] == [100, 102, 103]
-    # Truncated commit (stop token at the first path node) keeps fewer.
-    short = build_commit_plan(accepted, torch.tensor([2, 1]), slots)
-    assert short.path_slots[0].tolist() == [100, 102, -1, -1]
-
-
-def test_pages_to_free():
-    first, end = pages_to_free(torch.tensor([10, 16]), torch.tensor([3, 1]), 9, 4)
-    assert first.tolist() == [16, 20] and end.tolist() == [19, 25]
 
 
 def _sampled_one_child_walk(child_token, root_probs, child_probs, n, seed, **filters):

@@ -126,70 +126,50 @@ CASES = {
     "ddtree128-llama": ("llama", lambda: _ddtree(128), {}),
     "ddtree32-llama-nooverlap": ("llama", lambda: _ddtree(32, disable_overlap_schedule=True), {}),
     # Bushy trees on the hybrid target (the session-2 mismatch: sglang's overlapping conv-window
-    # layout, now kept dense for DDTREE by compat/hybrid_tree.py).
+    # layout, kept dense for DDTREE by compat/conv_windows.py).
     "ddtree8-qwen35": ("qwen35", lambda: _ddtree(8, "qwen35"), {}),
     "ddtree32-qwen35": ("qwen35", lambda: _ddtree(32, "qwen35"), {}),
     "ddtree128-qwen35": ("qwen35", lambda: _ddtree(128, "qwen35"), {}),
     "ddtree8-qwen35-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", disable_overlap_schedule=True), {}),
-    # --speculative-ddtree-gdn-mode wy: the snapshot-free tree kernels (compat/gdn_wy.py); no
+    # --speculative-ddtree-gdn-mode wy: the snapshot-free tree kernels (engine/tree_gdn.py); no
     # prefix-cache state tracking yet, so without the radix cache.
     "ddtree8-qwen35-wy": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                     disable_radix_cache=True), {}),
     "ddtree32-qwen35-wy": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
-    # 65-node trees: twostage with 64-node chunks, the pair products inside its prep (the default
-    # past 33 nodes); and with the other choice of each default rule: the tiny target's apply grids
-    # are small, so by default its apply pass launches as a programmatic dependent of the prep —
-    # "-options" launches it plainly — and single-tree steps take per-tree conv tiles — "-options"
-    # takes flat tiles for those too.
+    # 65-node trees: twostage with 64-node chunks, the pair products inside its prep.
     "ddtree64-qwen35-wy": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                      disable_radix_cache=True), {}),
-    "ddtree64-qwen35-wy-options": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                             disable_radix_cache=True),
-                                   {"env": {"SGLANG_DDTREE_WY_PDL": "0", "SGLANG_DDTREE_WY_CONV_FLAT": "1"}}),
     # Every verify a padded graph replay: graphs for batch size 8 only, at most 4 requests, so
     # 4+ rows a step carry sglang's PAD_SLOT_ID (-1) — what crashed the 27B at 64 requests before
     # the verify kernels read that slot as slot 0 (session 11).
     "ddtree32-qwen35-wy-padded": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                             disable_radix_cache=True, cuda_graph_max_bs_decode=8,
                                                             cuda_graph_bs_decode=[8]), {}),
-    # The state commit through sgl-kernel's CUDA port (SGLANG_DDTREE_WY_COMMIT=cuda; Triton by
-    # default until timed faster), on 33-node trees.
-    "ddtree32-qwen35-wy-cudacommit": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                                disable_radix_cache=True),
-                                      {"env": {"SGLANG_DDTREE_WY_COMMIT": "cuda"}}),
-    # 65-node trees with the verify's fast products (session 12): fp32-by-fp32 products from two
-    # bf16 parts each, the state in two bf16 parts (~2^-16 relative per product instead of fp32).
-    # The defaults since session 12, set here explicitly so the case keeps covering them if the
-    # defaults move.
-    "ddtree64-qwen35-wy-fast": ("qwen35", lambda: _ddtree(64, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                          disable_radix_cache=True),
-                                {"env": {"SGLANG_DDTREE_WY_SOLVE_PRECISION": "bf16x3", "SGLANG_DDTREE_WY_STATE_PARTS": "2"}}),
     # Diagnostics of wy mode: sglang's per-node verify beside ours on the same inputs (the log
     # has the largest output difference per step); budget 128 with synchronous launches.
     "ddtree8-qwen35-wy-check": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          speculative_ddtree_eager_verify=True,
                                                           disable_radix_cache=True),
-                                {"debug": True, "env": {"SGLANG_DDTREE_WY_CHECK": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "0"}}),
+                                {"debug": True, "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
     "ddtree15-qwen35-wy-check-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          speculative_ddtree_eager_verify=True,
                                                                         disable_radix_cache=True),
-                                              {"oracle": "first", "env": {"SGLANG_DDTREE_WY_CHECK": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "0"}}),
+                                              {"oracle": "first", "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
     # wy with overlap scheduling off, and one request at a time (session 5: every wy case chose
     # the same wrong tokens; these separate scheduling and batching from the kernels' math).
     "ddtree8-qwen35-wy-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                               disable_radix_cache=True, disable_overlap_schedule=True), {}),
     "ddtree8-qwen35-wy-serial": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                            disable_radix_cache=True), {"serial": True}),
-    "ddtree8-qwen35-wy-check-ieee": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                               disable_radix_cache=True),
-                                     {"env": {"SGLANG_DDTREE_WY_CHECK": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "0", "SGLANG_DDTREE_WY_PRECISION": "ieee"}}),
     # CUDA-graph tree verify on the hybrid through sglang's per-node path at the issue's budgets.
     "ddtree8-qwen35-graphs": ("qwen35", lambda: _ddtree(8, "qwen35"), {
-        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "graphs": True}),
     "ddtree32-qwen35-graphs": ("qwen35", lambda: _ddtree(32, "qwen35"), {
-        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "graphs": True}),
     "ddtree128-qwen35-graphs": ("qwen35", lambda: _ddtree(128, "qwen35"), {
-        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
-    "ddtree32-llama-graphs": ("llama", lambda: _ddtree(32), {"graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "graphs": True}),
+    "ddtree32-llama-graphs": ("llama", lambda: _ddtree(32), {"graphs": True}),
     "ddtree128-qwen35-wy-sync": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                            disable_radix_cache=True),
                                  {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),
@@ -215,32 +195,32 @@ CASES = {
     # and a non-first sibling whose state is not the chain's.
     "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first"}),
     "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
-    # CUDA-graph tree verify (developer preview, compat/verify_graph.py): replays must happen and
+    # CUDA-graph tree verify (engine/verify_graph.py): replays must happen and
     # stay lossless with accepted later siblings; the control captures without the mask (as
     # sglang does for DFLASH) and must NOT stay lossless, which shows the mask is applied.
     "ddtree16-llama-oracle-sibling-graphs": ("llama", lambda: _ddtree(16), {
-        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "oracle": "sibling", "graphs": True}),
     "ddtree16-llama-oracle-sibling-graphs-nomask": ("llama", lambda: _ddtree(16), {
         "oracle": "sibling", "expect_mismatch": True,
-        "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH_NOMASK_CONTROL": "1"}}),
+        "env": {"SGLANG_DDTREE_TEST_NOMASK_CONTROL": "1"}}),
     # The same preview on the hybrid target: sglang's per-node kernels with its static tree-link
     # buffers (snapshot), and our tree kernels with static tree buffers (wy); and on the Llama at
     # the other budgets (before the preview becomes the default).
     "ddtree16-qwen35-oracle-sibling-graphs": ("qwen35", lambda: _ddtree(16, "qwen35"), {
-        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "oracle": "sibling", "graphs": True}),
     "ddtree16-qwen35-wy-oracle-sibling-graphs": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                            disable_radix_cache=True), {
-        "oracle": "sibling", "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "oracle": "sibling", "graphs": True}),
     "ddtree32-qwen35-wy-graphs": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                             disable_radix_cache=True), {
-        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
-    "ddtree8-llama-graphs": ("llama", lambda: _ddtree(8), {"graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "graphs": True}),
+    "ddtree8-llama-graphs": ("llama", lambda: _ddtree(8), {"graphs": True}),
     "ddtree128-llama-graphs": ("llama", lambda: _ddtree(128), {
-        "graphs": True, "env": {"SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "1"}}),
+        "graphs": True}),
     "ddtree15-qwen35-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35"), {"oracle": "first"}),
     "ddtree16-qwen35-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35"), {"oracle": "sibling"}),
     # Budget auto with the graph verify: every step replays a graph of its own width
-    # (compat/verify_widths.py), on both targets and both GDN modes.
+    # (engine/verify_widths.py), on both targets and both GDN modes.
     "ddtree-auto-llama": ("llama", lambda: _auto("llama"), {"auto": True}),
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
@@ -263,10 +243,11 @@ CASES = {
     # runs both verifies; one log line per step that tracked). Needs an extra-buffer target: on
     # the tiny one nothing is tracked (session 7), reported as known, never as a pass.
     "ddtree8-qwen35-wy-check-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          speculative_ddtree_eager_verify=True,
                                                                 mamba_track_interval=TRACK_INTERVAL), {
         "track_check": True, "known_untracked": "the tiny Qwen3_5ForCausalLM target is outside sglang's hybrid "
                                                 "radix-cache resolution, which tracks no state on it",
-        "env": {"SGLANG_DDTREE_WY_CHECK": "1", "SGLANG_DDTREE_VERIFY_CUDA_GRAPH": "0"}}),
+        "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
     # The reference (a plain engine without a prefix cache) and the controls: the same reruns
     # without speculation and with sglang's DFLASH chain.
     "nocache-qwen35-rerun": ("qwen35", lambda: dict(disable_radix_cache=True),
@@ -294,8 +275,9 @@ CASES = {
                                                              mamba_track_interval=TRACK_INTERVAL), {
         "radix_rerun": True, "rerun_like": "dflash-qwen35-xb-radix", "env": XB_ENV}),
     "ddtree8-qwen35-wy-check-xb-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                          speculative_ddtree_eager_verify=True,
                                                                    mamba_track_interval=TRACK_INTERVAL), {
-        "track_check": True, "env": dict(XB_ENV, SGLANG_DDTREE_WY_CHECK="1", SGLANG_DDTREE_VERIFY_CUDA_GRAPH="0")}),
+        "track_check": True, "env": dict(XB_ENV, SGLANG_DDTREE_WY_CHECK="1")}),
     # The engine's own default for a hybrid target with the radix cache on (wy since session 8).
     "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
@@ -590,7 +572,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
     # DDTREE's tree verify replays CUDA graphs by default (compat/verify_graph.py): every DDTREE
     # case with graphs allowed must show replays.
     graphs = checks.get("graphs", name.startswith("ddtree") and not checks.get("eager")
-                        and (checks.get("env") or {}).get("SGLANG_DDTREE_VERIFY_CUDA_GRAPH") != "0")
+                        and not CASES[name][1]().get("speculative_ddtree_eager_verify"))
     if graphs:  # the verify really replayed CUDA graphs
         assert (rec.get("ddtree") or {}).get("verify_cuda_graph_steps", 0) > 0, rec.get("ddtree")
     if checks.get("auto"):  # every step replayed a graph, of both widths the policy picked

@@ -1,9 +1,8 @@
 """DDTREE keeps sglang's dense per-position conv windows on hybrid targets.
 
 sglang's deduplicated sliding-window layout (``conv_window_dedup_enabled``) is only correct for
-chains; with DDTREE (which keeps ``speculative_eagle_topk`` at 1) it corrupted the committed
-conv state on bushy trees (RESULTS.md, session 3). The hook in ``compat/hybrid_tree.py`` must
-turn it off for DDTREE servers and leave every other server alone. The overlap itself is shown
+chains; with DDTREE (which keeps ``speculative_eagle_topk`` at 1) it corrupts the committed conv
+state on bushy trees. The hook in ``compat/conv_windows.py`` must turn it off for DDTREE servers and leave every other server alone. The overlap itself is shown
 on the view sglang builds: with the dedup layout, a root-child's window store lands in the
 root's window."""
 
@@ -15,7 +14,7 @@ import types
 import pytest
 import torch
 
-from sglang_ddtree.compat import hybrid_tree
+from sglang_ddtree.compat import conv_windows
 
 
 def _publish(monkeypatch, algo):
@@ -30,10 +29,10 @@ def test_dedup_layout_off_only_for_ddtree(monkeypatch, algo, want):
 
     _publish(monkeypatch, algo)
     orig = memory_pool.conv_window_dedup_enabled
-    got = hybrid_tree._dense_conv_windows_for_trees(orig, False, False, 1, False)
+    got = conv_windows._dense_conv_windows_for_trees(orig, False, False, 1, False)
     assert got is want
     # Where upstream already refuses (EAGLE trees), the hook never turns it on.
-    assert hybrid_tree._dense_conv_windows_for_trees(orig, False, False, 4, False) is False
+    assert conv_windows._dense_conv_windows_for_trees(orig, False, False, 4, False) is False
 
 
 def test_hook_is_registered_on_the_pool_function(monkeypatch):
@@ -44,9 +43,9 @@ def test_hook_is_registered_on_the_pool_function(monkeypatch):
     for target in own:
         own[target] = list(own[target])
     monkeypatch.setattr(HookRegistry, "_hooks", own)
-    hybrid_tree.register_hybrid_tree_hooks()
-    hooks = HookRegistry._hooks.get(hybrid_tree._DEDUP_TARGET, [])
-    assert any(h is hybrid_tree._dense_conv_windows_for_trees for _, h, _ in hooks)
+    conv_windows.register_conv_window_hook()
+    hooks = HookRegistry._hooks.get(conv_windows.TARGET, [])
+    assert any(h is conv_windows._dense_conv_windows_for_trees for _, h, _ in hooks)
 
 
 def test_unpublished_server_args_mean_not_ddtree(monkeypatch):

@@ -87,13 +87,18 @@ def test_gdn_mode_default_is_wy_except_with_the_no_buffer_radix_cache(server_arg
 
 
 def test_wy_cross_check_needs_the_eager_verify(server_args_cls, monkeypatch):
-    monkeypatch.delenv("SGLANG_DDTREE_VERIFY_CUDA_GRAPH", raising=False)  # graph verify: the default
     assert _args(server_args_cls, speculative_ddtree_gdn_mode="wy").speculative_ddtree_gdn_mode == "wy"
     monkeypatch.setenv("SGLANG_DDTREE_WY_CHECK", "1")
-    with pytest.raises(ValueError, match="SGLANG_DDTREE_VERIFY_CUDA_GRAPH=0"):
+    with pytest.raises(ValueError, match="--speculative-ddtree-eager-verify"):
         _args(server_args_cls, speculative_ddtree_gdn_mode="wy")
-    monkeypatch.setenv("SGLANG_DDTREE_VERIFY_CUDA_GRAPH", "0")
-    assert _args(server_args_cls, speculative_ddtree_gdn_mode="wy").speculative_ddtree_gdn_mode == "wy"
+    a = _args(server_args_cls, speculative_ddtree_gdn_mode="wy", speculative_ddtree_eager_verify=True)
+    assert a.speculative_ddtree_gdn_mode == "wy" and a.speculative_ddtree_eager_verify is True
+
+
+def test_eager_verify_is_a_ddtree_flag(server_args_cls):
+    assert _args(server_args_cls).speculative_ddtree_eager_verify is False
+    with pytest.raises(ValueError, match="--speculative-ddtree-eager-verify require"):
+        _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_eager_verify=True)
 
 
 def test_shadow_linear_is_accepted(server_args_cls):
@@ -114,8 +119,8 @@ def _hybrid(cls, **kw):
 
 def test_hybrid_target_served_through_the_snapshot_path_when_asked(server_args_cls):
     # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
-    # GPU smoke suite runs DDTREE on the tiny hybrid end to end (RESULTS.md, sessions 3-8).
-    from sglang_ddtree.registration import is_hybrid_target
+    # GPU smoke suite runs DDTREE on the tiny hybrid end to end.
+    from sglang_ddtree.server_args import is_hybrid_target
 
     a = _hybrid(server_args_cls, speculative_ddtree_gdn_mode="snapshot")
     assert is_hybrid_target(a)

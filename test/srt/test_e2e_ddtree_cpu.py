@@ -164,7 +164,7 @@ def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, t
             node = x["tree"][x["accepted_nodes"][0]]
             assert node["parent"] == -1 and node["depth"] == 1  # a child of the root...
             assert x["accepted_nodes"][0] != 0  # ...but not the best one: a later sibling
-            assert set(x["timings_ms"]) == {"draft", "tree", "verify", "accept"}
+            assert set(x["timings_ms"]) == {"draft", "topk", "tree", "verify", "accept", "commit", "context"}
             # --speculative-ddtree-shadow-linear: the chain's rank-0 draft at depth 1 is wrong
             # every step, so the DFLASH chain would have accepted nothing (exactly, not a bound).
             assert x["shadow_chain_accept_len"] == 0 and x["shadow_chain_censored"] is False

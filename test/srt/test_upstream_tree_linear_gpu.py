@@ -154,19 +154,16 @@ def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
 
 @pytest.mark.parametrize("budget", [8, 32])
 def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
-    """``--speculative-ddtree-gdn-mode wy`` (compat/gdn_wy.py through the backend hook) against
-    sglang's per-node kernels on one tiny-Qwen3.5-shaped layer, same bf16 inputs and pools.
-
-    Session 5 found wy's greedy output leaving plain decoding's within ~6 tokens while each path
-    matched the float64 references within bf16 tolerance; the cause was rounding, not algebra:
-    sglang's conv multiplies in bf16 (its loads are not widened), ours multiplied in fp32, so
-    conv outputs differed by one bf16 ulp here and there. Tighter than the reference checks:
-    the conv outputs of tree nodes must be (all but ~1e-3 of them) bit-identical, the verify outputs equal up to one
-    bf16 ulp, and the committed state equal to sglang's snapshot of the accepted node up to fp32
-    rounding (rel 1e-4; the fp32-product conv gave ~1e-2 on the engine)."""
+    """``--speculative-ddtree-gdn-mode wy`` (engine/tree_gdn.py's workspace, as the backend hook
+    drives it) against sglang's per-node kernels on one tiny-Qwen3.5-shaped layer, same bf16
+    inputs and pools. Tighter than the reference checks, because rounding differences alone
+    (sglang's conv multiplies in bf16) made greedy output leave plain decoding: the conv outputs
+    of tree nodes must be (all but ~1e-3 of them) bit-identical, the verify outputs equal up to
+    one bf16 ulp, and the committed state equal to sglang's snapshot of the accepted node up to
+    fp32 rounding (rel 1e-4)."""
     import types
 
-    from sglang_ddtree.compat import gdn_wy
+    from sglang_ddtree.engine import tree_gdn
 
     H, HV, K, V, KW = TINY["H"], TINY["HV"], TINY["K"], TINY["V"], TINY["KW"]
     C = 2 * H * K + HV * V
@@ -202,15 +199,12 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
     linear.req_to_token_pool = types.SimpleNamespace(mamba2_layer_cache=lambda lid: cache,
                                                      get_speculative_mamba2_params_all_layers=lambda: pool_states)
     linear.forward_metadata = types.SimpleNamespace(mamba_cache_indices=cache_idx.long())
-    backend = types.SimpleNamespace(linear_attn_backend=linear, _is_full_attn=lambda layer, lid: False)
-    wy = gdn_wy.WyVerifyState.from_layout(types.SimpleNamespace(parent=lay.parent.to(dev),
-                                                                ancestor_mask=lay.ancestor_mask.to(dev)))
-    fb = types.SimpleNamespace(spec_info=types.SimpleNamespace(ddtree_wy=wy),
-                               forward_mode=types.SimpleNamespace(is_target_verify=lambda: True))
+    ws = tree_gdn.TreeGdnWorkspace(max_depth=None)
+    ws.begin_step(lay.parent.to(dev), lay.ancestor_mask.to(dev))
     from sglang_ddtree.kernels.gdn_tree_triton import tree_conv
 
-    y_ours = tree_conv(x, w, None, cache.conv[0], cache_idx, wy.parent, activation=True)
-    o = gdn_wy._forward_extend(None, backend, layer, fb, True, None, None, None, x, a, b)
+    y_ours = tree_conv(x, w, None, cache.conv[0], cache_idx, ws.current.parent, activation=True)
+    o = ws.verify_layer(linear, layer, x, a, b)
 
     m = real.reshape(-1).to(dev)
     # Same products, same tap order: equal, but for fp32 summation-order effects (a flip per
@@ -238,7 +232,7 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
         accepted[r, : len(path)] = torch.tensor(path)
         accept_len[r] = len(path) - 1
         last.append(path[-1])
-    gdn_wy.wy_commit(wy, accepted.to(dev), accept_len.to(dev))
+    ws.commit(cache_idx.long(), accepted.to(dev), accept_len.to(dev))
     for r in range(bs):
         slot = int(cache_idx[r])
         want = inter_ssm[r, last[r]]

@@ -1,4 +1,4 @@
-"""compat/verify_memory.py: what a DDTREE verify graph keeps beside the static pools, and the
+"""engine/verify_memory.py: what a DDTREE verify graph keeps beside the static pools, and the
 automatic --mem-fraction-static lowered by it (session 14: budgets 64 / 128 / 256 and auto ran
 out of memory capturing 64-request verify graphs of the 27B on the H200)."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_ddtree.compat.verify_memory import (
+from sglang_ddtree.engine.verify_memory import (
     MARGIN,
     MIB,
     VerifyFootprint,
@@ -126,14 +126,14 @@ def test_automatic_fraction_is_lowered_and_a_given_one_kept_with_a_warning(caplo
     assert auto.mem_fraction_static == lowered_fraction(0.908, gpu, need) == round(0.908 - need / gpu, 3)
     assert auto.mem_fraction_static < 0.75
     given = _sa(0.85)
-    with caplog.at_level(logging.WARNING, logger="sglang_ddtree.compat.verify_memory"):
+    with caplog.at_level(logging.WARNING, logger="sglang_ddtree.engine.verify_memory"):
         assert apply_verify_reserve(given, True, gpu, [129], fp) == need
     assert given.mem_fraction_static == 0.85
     msg = "\n".join(r.getMessage() for r in caplog.records)
     assert f"--mem-fraction-static {lowered_fraction(0.85, gpu, need):.3f} or lower" in msg
     caplog.clear()
     small = _sa(0.85)  # budget 16: ~4.7 GB of the ~21 GB left; no warning
-    with caplog.at_level(logging.WARNING, logger="sglang_ddtree.compat.verify_memory"):
+    with caplog.at_level(logging.WARNING, logger="sglang_ddtree.engine.verify_memory"):
         apply_verify_reserve(small, True, gpu, [17], fp)
     assert small.mem_fraction_static == 0.85 and not caplog.records
     # A verify that leaves the pools almost nothing is refused at launch, naming what to lower.

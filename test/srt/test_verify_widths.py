@@ -1,5 +1,5 @@
 """Per-width target-verify runtimes for ``--speculative-ddtree-budget auto`` with the CUDA-graph
-tree verify (compat/verify_widths.py), on stand-ins for sglang's model runner, spec config and
+tree verify (engine/verify_widths.py), on stand-ins for sglang's model runner, spec config and
 graph runner (a real capture needs a GPU: test/srt/gpu_cases.py ``ddtree-auto-*`` cases)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from sglang_ddtree.compat import verify_widths as vw
+from sglang_ddtree.engine import verify_widths as vw
 
 
 class _Spec:

@@ -1,7 +1,7 @@
 """Budget auto captures each verify width's graphs only for the batch sizes its policy can choose
-it at (worker.policy_width_caps, compat/verify_widths.py): a sweep that measures budget 256 up to
-16 requests gets 257-wide graphs up to 16, not 64 — at 64 requests of Qwen3.6-27B on one GPU those
-alone would need ~60 GB (compat/verify_memory.py)."""
+it at (core/widths.py, engine/verify_widths.py, compat/graph_init.py): a sweep that measures
+budget 256 up to 16 requests gets 257-wide graphs up to 16, not 64 — at 64 requests of Qwen3.6-27B
+on one GPU those alone would need ~60 GB (engine/verify_memory.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_ddtree.compat import verify_widths
-from sglang_ddtree.compat.verify_memory import MARGIN, MIB, VerifyFootprint, verify_reserve_mb
-from sglang_ddtree.compat.verify_widths import capped_decode_bs, capture_bs_for_cap
+from sglang_ddtree.compat import graph_init
 from sglang_ddtree.core.budget_policy import BudgetPolicy, StepCostTable
-from sglang_ddtree.worker import policy_width_caps, verify_width
+from sglang_ddtree.core.widths import capture_bs_for_cap, max_verify_rows, policy_width_caps, verify_width
+from sglang_ddtree.engine import tree_gdn, verify_widths
+from sglang_ddtree.engine.verify_memory import MARGIN, MIB, VerifyFootprint, verify_reserve_mb
+from sglang_ddtree.engine.verify_widths import capped_decode_bs
 
 
 def _table(rows):
@@ -90,14 +91,13 @@ def test_main_runner_capture_is_capped_and_the_logits_buffer_sized_for_every_wid
 
     from sglang.srt.model_executor.graph_shared_output import GraphSharedOutput
 
-    from sglang_ddtree import registration
-
     table = tmp_path / "sc.json"
     table.write_text(json.dumps({"rows": [
         {"config": cfg, "concurrency": c, "ms_per_step": 10.0 + c}
         for cfg, cs in {"DDTREE-chain": [1, 4, 16, 64], "DDTREE-64": [1, 4, 16], "DDTREE-256": [1, 4]}.items()
         for c in cs]}))
-    monkeypatch.setattr(registration, "_drafter_block_size", lambda: 16)
+    monkeypatch.setattr(verify_widths, "published_drafter_block_size", lambda: 16)
+    tree_gdn.reset_workspace()
     monkeypatch.setattr(GraphSharedOutput, "_process_shared", None)
     decode = SimpleNamespace(bs=[1, 4, 16, 64], max_bs=64)
     sa = SimpleNamespace(speculative_algorithm="DDTREE", speculative_ddtree_step_cost=str(table),
@@ -111,14 +111,16 @@ def test_main_runner_capture_is_capped_and_the_logits_buffer_sized_for_every_wid
         seen["rows"] = GraphSharedOutput._process_shared.max_rows
         return "captured"
 
-    assert verify_widths.init_cuda_graphs_with_width_caps(original, runner) == "captured"
+    assert graph_init.init_cuda_graphs(original, runner) == "captured"
     assert seen == {"bs": [1, 4], "rows": max(64 * 16, 16 * 65, 4 * 257)}
-    assert runner._ddtree_wy_work_storage_tokens == seen["rows"]  # the wy commit inputs' storage too
+    assert max_verify_rows([1, 4, 16, 64], {16: None, 65: 16, 257: 4}) == seen["rows"]
+    assert tree_gdn.workspace().storage_positions == seen["rows"]  # the wy commit inputs' storage too
+    tree_gdn.reset_workspace()
     assert decode.bs == [1, 4, 16, 64] and decode.max_bs == 64
     # The draft's runner, and a fixed budget, are left alone.
     seen.clear()
-    verify_widths.init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "is_draft_worker": True}))
+    graph_init.init_cuda_graphs(original, SimpleNamespace(**{**vars(runner), "is_draft_worker": True}))
     assert seen["bs"] == [1, 4, 16, 64]
     fixed = SimpleNamespace(**{**vars(sa), "speculative_ddtree_step_cost": None})
-    verify_widths.init_cuda_graphs_with_width_caps(original, SimpleNamespace(**{**vars(runner), "server_args": fixed}))
+    graph_init.init_cuda_graphs(original, SimpleNamespace(**{**vars(runner), "server_args": fixed}))
     assert seen["bs"] == [1, 4, 16, 64]

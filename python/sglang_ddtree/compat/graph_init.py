@@ -1,26 +1,33 @@
-"""DDTREE's one hook on ``ModelRunner.init_cuda_graphs``.
+"""DDTREE's one hook on ``ModelRunner.init_cuda_graphs`` (sglang has no seam for either part):
 
-Two adjustments need that call (sglang has no seam for either): skipping the target's verify
-graphs while the tree verify is eager (compat/wy_pool.py) and capping sglang's own verify runner
-to the batch sizes budget auto can pick its width at (compat/verify_widths.py). They are composed
-here into a single AROUND hook: sglang warns on every target with several AROUND hooks ("If any
-AROUND hook skips calling original_fn, inner hooks will be bypassed"), which read as a fault in
-every DDTREE server log (session 16).
+- with ``--speculative-ddtree-eager-verify`` the target's verify graphs, which no DDTREE verify
+  would replay, are not captured (``engine.verify_graph.skip_target_capture``);
+- under budget auto the target's own verify runner is captured only for the batch sizes its
+  width can be chosen at, with buffers shared by every width's graphs
+  (``engine.verify_widths.width_capped_capture``).
+
+One composed AROUND hook: sglang warns on every target with several AROUND hooks.
 """
 
 from __future__ import annotations
 
-import functools
+import logging
+
+from ..engine.verify_graph import skip_target_capture
+from ..engine.verify_widths import width_capped_capture
+
+logger = logging.getLogger(__name__)
 
 TARGET = "sglang.srt.model_executor.model_runner.ModelRunner.init_cuda_graphs"
 
 
 def init_cuda_graphs(original, self, *args, **kwargs):
-    from .verify_widths import init_cuda_graphs_with_width_caps
-    from .wy_pool import init_cuda_graphs_eager_skip
-
-    inner = functools.partial(init_cuda_graphs_with_width_caps, original)
-    return init_cuda_graphs_eager_skip(inner, self, *args, **kwargs)
+    if skip_target_capture(self):
+        logger.info("DDTREE: eager tree verify; the target's verify CUDA graphs are not captured")
+        kwargs["capture_decode_cuda_graph"] = False
+        args = ()
+    with width_capped_capture(self):
+        return original(self, *args, **kwargs)
 
 
 def register_graph_init_hook() -> None:

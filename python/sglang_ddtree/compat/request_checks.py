@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..server_args import is_ddtree_server
+
 _TARGET = "sglang.srt.managers.scheduler.validate_dflash_request"
 
 STRUCTURED_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
@@ -34,8 +36,6 @@ def _validate(original, req, *args, **kwargs):
     msg = original(req, *args, **kwargs)
     if msg is not None:
         return msg
-    from ..server_args import is_ddtree_server
-
     return ddtree_request_error(req) if is_ddtree_server() else None
 
 

@@ -1,4 +1,4 @@
-"""Tree-walk acceptance, then stop-token and max-new-tokens truncation.
+"""Tree-walk acceptance.
 
 Walk (per request): start at the root; while the target's token at the current node equals
 the token of one of its children, move to that child. At T = 0 the target's token is the
@@ -15,7 +15,7 @@ Output, fixed shape (``L`` = max depth):
     accepted ``[bs, L+1]`` verify positions of the path, root first, -1 padded;
     accept_len ``[bs]`` accepted draft nodes (path length - 1);
     new_tokens ``[bs, L+1]`` tokens this step commits: path tokens (depth 1..) then the bonus;
-    num_new ``[bs]`` = accept_len + 1 before truncation.
+    num_new ``[bs]`` = accept_len + 1.
 """
 
 from __future__ import annotations
@@ -117,42 +117,6 @@ def tree_walk(
     new_tokens = torch.where(pos < accept_len.unsqueeze(1), new_tokens, -1)
     new_tokens.scatter_(1, accept_len.unsqueeze(1), bonus.unsqueeze(1).to(new_tokens.dtype))
     return Acceptance(accepted=accepted, accept_len=accept_len, new_tokens=new_tokens, num_new=accept_len + 1)
-
-
-def truncate_new_tokens(
-    new_tokens: torch.Tensor,
-    num_new: torch.Tensor,
-    stop_ids: Optional[torch.Tensor],
-    remaining: torch.Tensor,
-):
-    """Cut each request's new tokens at its first stop token (kept) and at its token budget.
-
-    Args:
-        new_tokens: ``[bs, T]`` tokens in commit order, -1 padded.
-        num_new: ``[bs]`` valid tokens per row.
-        stop_ids: ``[bs, S]`` stop token ids per request, -1 padded (or None).
-        remaining: ``[bs]`` tokens the request may still emit (max_new_tokens - emitted).
-    Returns:
-        num_commit ``[bs]`` (>= 0) and finished ``[bs]`` bool (stop token hit or budget used up).
-    """
-    bs, T = new_tokens.shape
-    pos = torch.arange(T, device=new_tokens.device).expand(bs, T)
-    valid = pos < num_new.unsqueeze(1)
-    if stop_ids is not None and stop_ids.numel() > 0:
-        is_stop = (new_tokens.unsqueeze(-1) == stop_ids.unsqueeze(1)) & (stop_ids.unsqueeze(1) >= 0)
-        is_stop = is_stop.any(-1) & valid
-        first_stop = torch.where(is_stop, pos, T).amin(-1)
-        stop_hit = first_stop < T
-        n = torch.where(stop_hit, first_stop + 1, num_new)
-    else:
-        stop_hit = torch.zeros(bs, dtype=torch.bool, device=new_tokens.device)
-        n = num_new
-    budget = remaining.clamp(min=0)
-    out_of_budget = n >= budget
-    num_commit = torch.minimum(n, budget)
-    # A stop token cut off by the budget does not count as a stop.
-    finished = out_of_budget | stop_hit
-    return num_commit, finished
 
 
 def tree_walk_reference(tokens, parent, target):

@@ -9,13 +9,9 @@ ms per step per configuration and concurrency) and the chain (its ``DDTREE-chain
 DDTREE step with top-k 1, i.e. the rank-0 candidate of every depth, as DFLASH drafts it, at
 DFLASH's verify width). The chain is the fallback when a tree does not pay at the current batch
 size: a tree is chosen over the chain only when its value is more than ``chain_margin`` (5%)
-above the chain's. The table's rows come from separate engines, often separate calls, whose
-step times differ by more than the gap between a small tree and the chain: on Qwen3.6-27B the
-chain at one request measured 20.6-22.8 ms in seven calls, and budget 8 was 2.5-10% dearer than
-the chain measured beside it in its own call yet read 0.3-0.5% cheaper than a chain row of
-another call, so budget auto chose it and ran 3.5-9% behind the chain at 1 / 16 / 64 requests
-(RESULTS.md session 17). A tree step also carries the shadow chain and the profile's update; the
-chain step does not. A budget is a candidate only up to the largest concurrency the table
+above the chain's. The table's rows come from separate engines, whose step times differ by a few
+percent from engine to engine: more than the gap between a small tree and the chain. A tree step
+also carries the shadow chain and the profile's update; the chain step does not. A budget is a candidate only up to the largest concurrency the table
 measured it at (a sweep caps big budgets where they do not fit; their cost beyond is unknown,
 not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
 engine path and is not used.)
@@ -28,9 +24,7 @@ accepted is the leading part of the accepted path whose positions are ``<= b``. 
 than the one verified are unknown; the policy verifies the largest candidate when any
 candidate has no estimate yet, and after ``refresh_every`` steps the next budget above its
 choice (the smallest tree when the choice is the chain), so the profile follows the traffic: a
-step up that now pays becomes the choice, and the next refresh looks one further. Refreshing
-the largest budget instead cost ~9% of the chain's time at 64 requests of Qwen3.6-27B (budget
-128: 876 vs 134 ms, RESULTS.md session 16). While refreshes leave the choice as it was, the
+step up that now pays becomes the choice, and the next refresh looks one further. While refreshes leave the choice as it was, the
 interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval.
 The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count as the lower
 bound they are).
@@ -122,10 +116,9 @@ class BudgetPolicy:
             self._last_refresh = self.steps
             # Every step keeps the estimates of the budgets up to the verified one current; only
             # larger ones go stale. The refresh verifies the next budget above the choice, not
-            # the largest: at 64 requests of Qwen3.6-27B budget 128 costs 6.5x the chain (876 vs
-            # 134 ms, RESULTS.md session 16), so a largest-budget refresh every 64 steps was ~9%
-            # on the chain's time. If the next one up now pays, it becomes the choice and the
-            # next refresh (the interval reset) looks one further. Nothing above: no refresh.
+            # the largest (whose step can cost several chain steps at high concurrency). If the
+            # next one up now pays, it becomes the choice and the next refresh (the interval
+            # reset) looks one further. Nothing above: no refresh.
             larger = [b for b in trees if best == CHAIN or b > best]
             if larger:
                 # Judged once its step has been read back (within about 2 x flush_every steps).

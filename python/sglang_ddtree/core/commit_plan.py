@@ -1,22 +1,17 @@
-"""What to do with KV slots and hidden states once a tree's path is accepted.
+"""The KV commit of an accepted path (page size 1), and what the next step is built from.
 
-During the verify forward, verify position i of request b has its KV in
-``verify_slots[b, i]`` (the slot sglang assigned to the token at virtual position
-``prefix_len + i``). After acceptance the committed sequence must hold the path nodes at
-positions ``prefix_len + t`` for t = 0..a (root first). Two ways:
+During the verify, position ``i`` of request ``b`` has its KV in ``window[b, i]``: the slot of the
+token at sequence position ``prefix_len + i``. After acceptance the committed sequence must hold
+the path's nodes at ``prefix_len + t`` for ``t = 0..a`` (root first). The window is permuted so
+the path comes first: ``new_window[b, t] = window[b, path[t]]`` for ``t <= a``, then the slots of
+every other position in increasing position order. Writing ``new_window`` into the request's
+``req_to_token`` row at ``prefix_len .. prefix_len + W - 1`` commits the path without moving a
+KV byte; no slot is lost or duplicated (the slots past the path stay in the request's reserved
+window and the next step's verify overwrites them). The order of every entry matters: the
+radix cache stores ``req_to_token`` by position.
 
-- remap (page size 1): point ``req_to_token[prefix_len + t]`` at ``verify_slots[path[t]]`` and
-  free every other verify slot. No KV bytes move.
-- move (any page size, required for page size > 1 where slots of consecutive positions must
-  stay in their pages): copy KV from ``verify_slots[path[t]]`` to ``verify_slots[t]`` for every
-  t with ``path[t] != t``, keep slots ``0..a`` and free the rest. Path positions are strictly
-  increasing and ``path[t] >= t``, so no source slot is overwritten before it is read even when
-  moves run in order; a gather-then-scatter copy is safe regardless.
-
-The drafter's next context needs the target hidden states of the path in order:
-``hidden_gather[b, t] = b * (B+1) + path[t]`` into the verify forward's flat hidden states.
-
-All outputs fixed shape ``[bs, L+1]`` (-1 padded) plus ``[bs, B+1]`` keep masks.
+The drafter's next context is the target's hidden state of each path node, in path order: rows
+``path_index[b, t]`` of the verify's ``[bs, W, H]`` hidden states, written to ``path_slots``.
 """
 
 from __future__ import annotations
@@ -25,64 +20,64 @@ from dataclasses import dataclass
 
 import torch
 
+from .accept import Acceptance
+
 
 @dataclass
 class CommitPlan:
-    # remap: slot to place at committed position prefix_len + t (t = 0..a), -1 padded
+    """``new_window [bs, W]`` slots, path first; ``path_index [bs, P]`` verify positions of the
+    path (root first, clamped to 0 where the path is shorter; rows past ``commit_lens`` are
+    padding); ``path_slots [bs, P]`` = ``new_window[:, :P]``; ``commit_lens [bs]`` int32 tokens
+    committed (accepted drafts + the bonus); ``bonus [bs]`` the next root; ``out_tokens [bs, W]``
+    int64 the committed tokens (path tokens then the bonus), 0 after them."""
+
+    new_window: torch.Tensor
+    path_index: torch.Tensor
     path_slots: torch.Tensor
-    # move: copy src -> dst (both -1 where no copy is needed)
-    move_src: torch.Tensor
-    move_dst: torch.Tensor
-    # [bs, B+1] verify slots to free under each strategy
-    free_after_remap: torch.Tensor
-    free_after_move: torch.Tensor
-    # flat row of each path node's hidden state in the verify output, -1 padded
-    hidden_gather: torch.Tensor
-    num_kept: torch.Tensor  # [bs] = a + 1 (or the truncated commit count)
+    commit_lens: torch.Tensor
+    bonus: torch.Tensor
+    out_tokens: torch.Tensor
 
 
-def build_commit_plan(accepted: torch.Tensor, num_commit: torch.Tensor, verify_slots: torch.Tensor) -> CommitPlan:
-    """Args:
-        accepted: ``[bs, L+1]`` verify positions of the accepted path (root first), -1 padded.
-        num_commit: ``[bs]`` path nodes to keep (accept_len + 1, or fewer after truncation).
-        verify_slots: ``[bs, B+1]`` KV slot of each verify position.
-    """
-    bs, T = accepted.shape
-    n = verify_slots.shape[1]
+def path_first_permutation(accepted: torch.Tensor, width: int) -> torch.Tensor:
+    """``[bs, width]`` permutation of window positions: the accepted path (``accepted [bs, P]``,
+    root first, -1 padded, ``P <= width``), then every other position in increasing order."""
+    bs, P = accepted.shape
     dev = accepted.device
-    t = torch.arange(T, device=dev).expand(bs, T)
-    keep = (t < num_commit.unsqueeze(1)) & (accepted >= 0)
-    path = torch.where(keep, accepted, -1)
-    path_slots = torch.where(keep, torch.gather(verify_slots, 1, path.clamp(min=0)), -1)
-    needs_move = keep & (path != t)
-    move_src = torch.where(needs_move, path_slots, -1)
-    dst_pos = t.clamp(max=n - 1)
-    move_dst = torch.where(needs_move, torch.gather(verify_slots, 1, dst_pos), -1)
-
-    pos = torch.arange(n, device=dev).expand(bs, n)
-    used = torch.zeros(bs, n + 1, dtype=torch.bool, device=dev)
-    used.scatter_(1, torch.where(keep, path, n), True)
-    free_after_remap = ~used[:, :n]
-    free_after_move = pos >= num_commit.unsqueeze(1)
-
-    rows = torch.arange(bs, device=dev).view(bs, 1) * n
-    hidden_gather = torch.where(keep, rows + path.clamp(min=0), -1)
-    return CommitPlan(
-        path_slots=path_slots, move_src=move_src, move_dst=move_dst,
-        free_after_remap=free_after_remap, free_after_move=free_after_move,
-        hidden_gather=hidden_gather, num_kept=keep.sum(-1),
-    )
+    # Sort rank: path index t (< P) for path positions, P + position for the rest.
+    rank = torch.arange(width, device=dev).expand(bs, width) + P
+    rank = torch.cat([rank, torch.zeros(bs, 1, dtype=rank.dtype, device=dev)], 1)  # sink column
+    on = accepted >= 0
+    t = torch.arange(P, device=dev).expand(bs, P)
+    rank.scatter_(1, torch.where(on, accepted, width), torch.where(on, t, 0))
+    return torch.argsort(rank[:, :width], dim=1)
 
 
-def pages_to_free(prefix_lens: torch.Tensor, num_kept: torch.Tensor, num_verify: int, page_size: int):
-    """Page-granular freeing after a move commit (page size > 1).
+def build_commit_plan(acc: Acceptance, window: torch.Tensor) -> CommitPlan:
+    """The plan for ``acc`` (from ``accept.tree_walk``) over the step's KV ``window [bs, W]``.
+    Fixed shapes, no host synchronisation."""
+    bs, W = window.shape
+    new_window = window.gather(1, path_first_permutation(acc.accepted, W))
+    P = acc.accepted.shape[1]
+    bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
+    out_tokens = torch.zeros((bs, W), dtype=torch.int64, device=window.device)
+    out_tokens[:, : acc.new_tokens.shape[1]] = acc.new_tokens.clamp(min=0)
+    return CommitPlan(new_window=new_window, path_index=acc.accepted.clamp(min=0),
+                      path_slots=new_window[:, :P].contiguous(),
+                      commit_lens=(acc.accept_len + 1).to(torch.int32), bonus=bonus, out_tokens=out_tokens)
 
-    Verify positions occupy virtual positions ``prefix_len .. prefix_len + num_verify - 1``.
-    After keeping ``num_kept`` of them, whole pages entirely beyond the last kept position can
-    be freed. Returns ``[bs]`` first virtual position whose page may be freed (a page boundary)
-    and ``[bs]`` one past the last verify position; pages in between go back to the allocator.
-    """
-    end_kept = prefix_lens.long() + num_kept.long()
-    first_free = torch.div(end_kept + page_size - 1, page_size, rounding_mode="floor") * page_size
-    end = prefix_lens.long() + num_verify
-    return first_free, end
+
+def build_commit_plan_reference(accepted, accept_len, new_tokens, window) -> dict:
+    """Per-request loops over python lists: the same fields as :func:`build_commit_plan`."""
+    out = {k: [] for k in ("new_window", "path_index", "commit_lens", "bonus", "out_tokens")}
+    W = len(window[0])
+    for acc_row, a, new, win in zip(accepted, accept_len, new_tokens, window):
+        path = [p for p in acc_row if p >= 0]
+        assert len(path) == a + 1
+        rest = [i for i in range(W) if i not in path]
+        out["new_window"].append([win[i] for i in path + rest])
+        out["path_index"].append([max(p, 0) for p in acc_row])
+        out["commit_lens"].append(a + 1)
+        out["bonus"].append(new[a])
+        out["out_tokens"].append([max(x, 0) for x in new] + [0] * (W - len(new)))
+    return out

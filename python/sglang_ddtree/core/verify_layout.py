@@ -109,8 +109,7 @@ def pad_layout(layout: VerifyLayout, n: int) -> VerifyLayout:
     """``layout`` (``[bs, m]`` positions) padded to ``[bs, n]`` with padding positions, equal to the
     layout of the tree padded first (``build_verify_layout(pad_tree(tree, n - 1), ...)``). For the
     CUDA tree builder, which lays out exactly ``budget + 1`` positions, under a verify width padded
-    up to the draft block: the torch builder in its place cost ~11 ms per step at one request on
-    the 27B (RESULTS.md session 14, budget 8)."""
+    up to the draft block."""
     bs, m = layout.tokens.shape
     if n == m:
         return layout

@@ -8,12 +8,10 @@ radix-cache resolution runs at all (``_MAMBA_RADIX_CACHE_ARCHS``, read by
 ``_mamba_radix_cache_resolution``). Our tiny hybrid target loads as the text-only
 ``Qwen3_5ForCausalLM``, which is in neither (the real Qwen3.6 checkpoints load as
 ``Qwen3_5ForConditionalGeneration``, which is in both), so on it the strategy stays unresolved
-(``auto``, read as no extra buffer) and the state-tracking paths never run. Session 8 found that
-adding the name to the first set alone changed nothing (the H200 reruns cached exactly what
-they cached without it). Setting ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS`` (comma-separated
-architecture names) adds those names to both sets in every sglang process (the plugin's
-``register`` runs in each, before ``ServerArgs`` is built), for the GPU test cases that exercise
-tracking. Unset in production: nothing changes.
+(``auto``, read as no extra buffer) and the state-tracking paths never run; adding the name to
+the first set alone changes nothing. Setting ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS`` (comma-separated
+architecture names) adds those names to both sets in every sglang process (the test plugin
+runs in each, before ``ServerArgs`` is built), for the GPU test cases that exercise tracking. Unset in production: nothing changes.
 
 There is no seam for this in sglang; the two module attributes are replaced, narrowly and only
 when the variable is set.
@@ -21,15 +19,15 @@ when the variable is set.
 
 from __future__ import annotations
 
-import os
+from ..config import TEST_EXTRA_BUFFER_ARCHS
 
-ENV = "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS"
+ENV = TEST_EXTRA_BUFFER_ARCHS.name
 
 
 def apply_extra_buffer_archs() -> list:
     """Add the architectures named by ``ENV`` to sglang's hybrid radix-cache and extra-buffer
     architecture sets; returns the names."""
-    names = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
+    names = [n.strip() for n in (TEST_EXTRA_BUFFER_ARCHS.get() or "").split(",") if n.strip()]
     if names:
         import sglang.srt.arg_groups.overrides as overrides
 

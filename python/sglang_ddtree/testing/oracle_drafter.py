@@ -1,8 +1,8 @@
 """Test-only oracle drafter: per-depth candidates built from the target's own greedy
 continuation, with the true token placed where the test chooses.
 
-Activated by ``SGLANG_DDTREE_TEST_ORACLE=<json file>`` (read by the DDTREE worker in the
-scheduler process), with content::
+Activated by ``SGLANG_DDTREE_TEST_ORACLE=<json file>`` (the test plugin, ``testing/plugin.py``,
+hooks the worker's draft in the scheduler process), with content::
 
     {"mode": "first" | "sibling" | "nowhere",
      "continuations": {"<comma-joined prompt ids>": [greedy output ids of the target]}}
@@ -22,12 +22,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from typing import Optional
 
 import torch
-
-ENV = "SGLANG_DDTREE_TEST_ORACLE"
 
 
 class OracleDrafter:
@@ -37,11 +33,6 @@ class OracleDrafter:
         if self.mode not in ("first", "sibling", "nowhere"):
             raise ValueError(f"oracle mode {self.mode!r}")
         self.cont = {k: list(v) for k, v in data["continuations"].items()}
-
-    @staticmethod
-    def from_env() -> Optional["OracleDrafter"]:
-        path = os.environ.get(ENV)
-        return OracleDrafter(path) if path else None
 
     def topk(self, reqs, L: int, K: int, vocab: int, device, prefix_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
         """``[bs, L, K]`` log-probs (sorted descending) and ids for the batch's requests.

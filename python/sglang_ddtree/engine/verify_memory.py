@@ -1,38 +1,30 @@
 """Memory a DDTREE target verify keeps beside sglang's static pools, and the automatic
-``--mem-fraction-static`` made to leave room for it.
+``--mem-fraction-static`` lowered to leave room for it.
 
-sglang 0.5.17 sizes what it leaves outside the static pools (weights, KV, mamba states) from the
-chunked-prefill size and the decode graphs' batch size (``ServerArgs._handle_gpu_memory_settings``:
-~1.5 MB per prefill token, 2 MB per captured batch size, at least 10 GiB on large GPUs). A DDTREE
-verify graph holds more for as long as the server lives, per verify position (budget + 1 positions
-per request, at the largest captured batch):
+sglang sizes what it leaves outside the static pools (weights, KV, mamba states) from the
+chunked-prefill size and the decode graphs' batch size (``ServerArgs._handle_gpu_memory_settings``).
+A DDTREE verify graph holds more for as long as the server lives, per verify position (budget + 1
+positions per request, at the largest captured batch):
 
-- sglang's shared fp32 logits buffer (``GraphSharedOutput``: ``vocab x 4`` bytes, 0.99 MB at
-  Qwen3.6's 248320) and the lm_head's output in the model dtype that is copied into it;
+- sglang's shared fp32 logits buffer (``GraphSharedOutput``: ``vocab x 4`` bytes) and the
+  lm_head's output in the model dtype that is copied into it;
 - the attention backend's graph buffers, sized per verify token by the context length
-  (``init_cuda_graph_state``: triton keeps int64 KV indices and a uint8 tree mask of
-  ``context_len`` per token, 2.4 MB at 262144; flashinfer int32 indices and the mask; the
-  page-table backends one row per request);
-- in ``--speculative-ddtree-gdn-mode wy`` the commit's inputs of every GatedDeltaNet layer
-  (``compat/gdn_wy.py``: the pre-conv projections ``x``, fp32 ``u`` and ``G``: 2.2 MB per position
-  over Qwen3.6-27B's 48 GDN layers), one set for the most positions any width's graphs use
-  (budget auto's widths carve theirs from the same memory, ``gdn_wy._carve``, made for that many
-  positions before the first capture).
+  (triton: int64 KV indices and a uint8 tree mask of ``context_len`` per token, plus fp32
+  split-KV partials; flashinfer: int32 indices and the mask; page-table backends: one row per
+  request);
+- in ``--speculative-ddtree-gdn-mode wy`` the commit inputs of every GatedDeltaNet layer
+  (``engine/tree_gdn.py``: ``x`` in the model dtype, fp32 ``u`` and ``G``), one storage for the
+  most positions any width's graphs use.
 
-Shared by budget auto's widths: the fp32 logits buffer and the wy inputs (sized for the largest
-requests x width). Per width: the attention backend's buffers (each width has its own backend)
-and the graphs' activations, the lm_head output among them: session 16's 27B capture of width
-129 at 64 requests after width 257 at 16 took 23.9 GB beside the shared buffers of its rows
-(lm_head output 4.1 GB, attention 2.2 GB, and a second wy storage of 17.9 GB, since made once).
+Shared by budget auto's widths: the fp32 logits buffer and the wy inputs. Per width: the
+attention backend's buffers (each width has its own backend) and the graphs' activations, the
+lm_head output among them. :data:`MARGIN` covers the activations not listed.
 
-At 64 requests that is ~26 GiB for budget 64 and ~52 GiB for 128 on the 27B at its full context:
-on the H200 the 64-request graph captures of budgets 64 / 128 ran out of memory (RESULTS.md
-sessions 14 and 15; session 15's chain graph of 64 x 16 positions took 6.30 GB, this model 6.37).
-sglang has no seam for a speculative algorithm's own reserve; the plugin's
-``ServerArgs.__post_init__`` hook (registration.py) calls :func:`apply_verify_reserve` after sglang
-resolved everything: an automatic fraction is lowered by the verify's need, a fraction the user
-gave is kept, with a warning that names the value to use when the need is large beside what it
-leaves.
+sglang has no seam for a speculative algorithm's own reserve; the spec class's launch-time
+handling (``spec_algo.py``) calls :func:`reserve_for_server`: an automatic fraction is lowered by
+the verify's need (refused at launch when too little would remain), a fraction the user gave is
+kept, with a warning naming the value to use when the need is large beside what it leaves.
+Measured capture sizes the model is pinned to: ``test/engine/test_verify_memory.py``.
 """
 
 from __future__ import annotations
@@ -53,8 +45,7 @@ MIN_FRACTION = 0.1
 
 
 # The listed buffers are what the verify graph keeps; its other activations (MLP and attention
-# outputs at requests x width rows) come from the same graph pool and were within this share at
-# the chain (session 15: 6.30 GB measured, 6.37 GB listed).
+# outputs at requests x width rows) come from the same graph pool, within this share.
 MARGIN = 1.1
 # Backends whose graph buffers hold KV indices (and the tree mask) per verify token over the
 # whole context, bytes per token per context position. Unknown or not yet resolved backends are
@@ -128,7 +119,7 @@ def verify_reserve_mb(fp: VerifyFootprint, requests: int, widths: Iterable[int],
     :data:`MARGIN` for the activations not listed. The fp32 logits buffer and the wy commit
     inputs are shared by every width (the largest width x batch counts); the lm_head output is
     in each width's graphs and each width has an attention backend of its own
-    (compat/verify_widths.py), so those add."""
+    (engine/verify_widths.py), so those add."""
     ws = sorted({int(w) for w in widths})
     if not ws or requests <= 0:
         return 0.0
@@ -184,3 +175,36 @@ def apply_verify_reserve(server_args, fraction_given: bool, gpu_mem_mb: Optional
             requests, widths, need / 1024, frac, (1.0 - frac) * gpu_mem_mb / 1024,
             lowered_fraction(frac, gpu_mem_mb, need))
     return need
+
+
+def reserve_for_server(server_args, block_size: int, fraction_given: bool) -> Optional[float]:
+    """:func:`apply_verify_reserve` for a resolved DDTREE server: the verify's per-position bytes
+    for its target, attention backends and context length, its verify widths and, under budget
+    auto, the batch size each width's graphs go up to. Returns the need in MiB."""
+    from sglang.srt.utils.common import get_device_memory_capacity
+
+    from ..core.widths import largest_capture_bs
+    from ..server_args import ddtree_verify_widths, ddtree_width_caps, is_hybrid_target
+
+    gpu_mem = get_device_memory_capacity(server_args.device)
+    hybrid = is_hybrid_target(server_args)
+    model_config = server_args.get_model_config()
+    # The verify runs through the decode or the prefill attention backend depending on the
+    # backend pairing: the one whose graph buffers are larger counts (None: not resolved yet,
+    # counted as triton's).
+    backends = {server_args.decode_attention_backend or server_args.attention_backend,
+                server_args.prefill_attention_backend or server_args.attention_backend}
+    fp = max((verify_footprint(model_config.hf_config,
+                               server_args.speculative_ddtree_gdn_mode if hybrid else None,
+                               tp_size=server_args.tp_size,
+                               dtype_bytes=4 if str(server_args.dtype) in ("float32", "float") else 2,
+                               attention_backend=b,
+                               context_len=server_args.context_length or getattr(model_config, "context_len", None),
+                               kv_splits=int(getattr(server_args, "triton_attention_num_kv_splits", 8) or 8))
+              for b in backends), key=lambda f: f.per_position)
+    caps = ddtree_width_caps(server_args, block_size)
+    bs_list = getattr(getattr(getattr(server_args, "cuda_graph_config", None), "decode", None), "bs", None)
+    per_width = ({w: bs for w, bs in largest_capture_bs(bs_list, caps).items() if caps[w] is not None}
+                 if bs_list else {})
+    return apply_verify_reserve(server_args, fraction_given, gpu_mem, ddtree_verify_widths(server_args, block_size, caps),
+                                fp, per_width)

@@ -1,0 +1,135 @@
+"""Every environment variable sglang-ddtree reads, declared once, typed and marked.
+
+What users set is a ``--speculative-ddtree-*`` flag (``server_args.py``); environment variables
+are for where no flag reaches:
+
+- ``product``: a deployment may set it (where prebuilt kernels live);
+- ``developer``: diagnostics and build switches for people working on this package;
+- ``test``: read only by the test suite, the test plugin (``testing/``) and the GPU runner.
+
+Read a variable through its declaration (``WY_CHECK.get()``), never through ``os.environ``
+directly: ``test_config.py`` fails on any ``SGLANG_DDTREE_*`` name read elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional, Union
+
+Value = Union[str, bool, int, None]
+KINDS = ("product", "developer", "test")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One variable: ``name``, ``kind`` (one of :data:`KINDS`), ``type`` ("str", "path", "bool"
+    or "int"), its default when unset or empty, and what it does."""
+
+    name: str
+    kind: str
+    type: str
+    default: Value
+    doc: str
+
+    def get(self) -> Value:
+        """The value from the process environment: "bool" accepts 0/1, "int" an integer; any
+        other value raises ValueError naming the variable."""
+        raw = os.environ.get(self.name)
+        if raw is None or raw == "":
+            return self.default
+        if self.type == "bool":
+            if raw not in ("0", "1"):
+                raise ValueError(f"{self.name} must be 0 or 1, got {raw!r}")
+            return raw == "1"
+        if self.type == "int":
+            try:
+                return int(raw)
+            except ValueError:
+                raise ValueError(f"{self.name} must be an integer, got {raw!r}") from None
+        return raw
+
+    def is_set(self) -> bool:
+        return bool(os.environ.get(self.name))
+
+
+REGISTRY: Dict[str, EnvVar] = {}
+
+
+def _declare(name: str, kind: str, type: str, default: Value, doc: str) -> EnvVar:
+    if kind not in KINDS:
+        raise ValueError(f"{name}: kind {kind!r} not in {KINDS}")
+    var = EnvVar(name, kind, type, default, doc)
+    REGISTRY[name] = var
+    return var
+
+
+# ----------------------------------------------------------------------------- product
+PREBUILT_DIR = _declare(
+    "SGLANG_DDTREE_PREBUILT_DIR", "product", "path", None,
+    "Directory of the prebuilt CUDA tree-kernel extension (default: kernels/prebuilt inside the "
+    "installed package); the extension is JIT-built from the packaged sources when none matches.")
+
+# ----------------------------------------------------------------------------- developer
+WY_CHECK = _declare(
+    "SGLANG_DDTREE_WY_CHECK", "developer", "bool", False,
+    "Every tree GatedDeltaNet verify also runs sglang's per-node verify on the same inputs and logs "
+    "the largest output and committed-state differences (needs --speculative-ddtree-eager-verify).")
+VERBOSE_BUILD = _declare(
+    "SGLANG_DDTREE_VERBOSE_BUILD", "developer", "bool", False,
+    "Print the compiler commands of the CUDA tree-kernel JIT build.")
+BUILD_DIR = _declare(
+    "SGLANG_DDTREE_BUILD_DIR", "developer", "path", None,
+    "Where the tiny test models and the converted SmolLM2 demo target are cached (default: build/ "
+    "in the checkout).")
+
+# ----------------------------------------------------------------------------- test
+PLUGIN_MARKER = _declare(
+    "SGLANG_DDTREE_PLUGIN_MARKER", "test", "path", None,
+    "File the plugin's register() appends '<pid> <ppid>' to, proving it ran in each spawned process.")
+TEST_ORACLE = _declare(
+    "SGLANG_DDTREE_TEST_ORACLE", "test", "path", None,
+    "JSON file of the oracle drafter (testing/oracle_drafter.py): DDTREE drafts from the target's "
+    "known continuation instead of the drafter.")
+TEST_EXTRA_BUFFER_ARCHS = _declare(
+    "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS", "test", "str", None,
+    "Comma-separated architectures added to sglang's mamba extra-buffer sets (testing/extra_buffer_arch.py).")
+TEST_NOMASK_CONTROL = _declare(
+    "SGLANG_DDTREE_TEST_NOMASK_CONTROL", "test", "bool", False,
+    "Negative control: the tree verify graphs are captured without the tree mask, so DDTREE output "
+    "must differ from no speculation (testing/plugin.py).")
+TRITON_INTERP_CHILD = _declare(
+    "SGLANG_DDTREE_TRITON_INTERP_CHILD", "test", "bool", False,
+    "Set by the kernel tests in the child process they re-run themselves in under TRITON_INTERPRET=1.")
+GPU_RESULTS = _declare(
+    "SGLANG_DDTREE_GPU_RESULTS", "test", "path", None,
+    "Where GPU test cases write results and logs (set by scripts/gpu_run.sh).")
+GPU_CASES_DIR = _declare(
+    "SGLANG_DDTREE_GPU_CASES_DIR", "test", "path", None,
+    "GPU suite: evaluate the case results already in this directory instead of running the cases.")
+GPU_REUSE = _declare(
+    "SGLANG_DDTREE_GPU_REUSE", "test", "bool", False,
+    "GPU cases: reuse a case's earlier result file instead of running it again.")
+GPU_PARALLEL = _declare(
+    "SGLANG_DDTREE_GPU_PARALLEL", "test", "int", 4,
+    "GPU cases: engines started at once.")
+GPU_CASE_TIMEOUT = _declare(
+    "SGLANG_DDTREE_GPU_CASE_TIMEOUT", "test", "int", 480,
+    "GPU cases: seconds one case may run.")
+SITE = _declare(
+    "SGLANG_DDTREE_SITE", "test", "path", "/tmp/sglang-ddtree-site",
+    "scripts/gpu_run.sh: where the offline bundle is extracted on the GPU host.")
+VENV = _declare(
+    "SGLANG_DDTREE_VENV", "test", "path", ".venv",
+    "scripts/setup_env.sh: the virtual environment to create or reuse.")
+
+
+def wants_test_plugin() -> bool:
+    """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
+    return any(v.is_set() for v in (TEST_ORACLE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL))
+
+
+def describe(kind: Optional[str] = None) -> str:
+    """One line per variable (of ``kind``, or all): name, kind, default, what it does."""
+    rows = [v for v in REGISTRY.values() if kind is None or v.kind == kind]
+    return "\n".join(f"{v.name} [{v.kind}, {v.type}, default {v.default!r}]: {v.doc}" for v in rows)

@@ -1,0 +1,52 @@
+"""Test-only hooks, loaded by ``plugin.register`` only when a test variable of ``config.py`` is
+set (never in serving): each patches the product narrowly, through sglang's ``HookRegistry``, in
+every process the plugin loads in.
+
+- ``SGLANG_DDTREE_TEST_ORACLE``: the worker's draft returns the oracle drafter's top-K
+  (``oracle_drafter.py``) after the real draft forward ran;
+- ``SGLANG_DDTREE_TEST_NOMASK_CONTROL``: the tree verify graphs are captured without the tree
+  mask (the negative control that proves the mask is applied: output must differ);
+- ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS``: sglang's mamba extra-buffer sets gain architectures
+  (``extra_buffer_arch.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE
+
+logger = logging.getLogger(__name__)
+
+
+def _oracle_draft(original, self, batch, draft_input, window, prefix_lens, *args, **kwargs):
+    from .oracle_drafter import OracleDrafter
+
+    lp, _ = original(self, batch, draft_input, window, prefix_lens, *args, **kwargs)
+    if getattr(self, "_test_oracle", None) is None:
+        self._test_oracle = OracleDrafter(TEST_ORACLE.get())
+    vocab = int(self.target_worker.model_runner.model.lm_head.shard_indices.org_vocab_end_index)
+    return self._test_oracle.topk(batch.reqs, lp.shape[1], self.topk, vocab, self.device, prefix_lens)
+
+
+def _capture_without_mask(original, runner, spec_info, num_tokens):
+    out = original(runner, spec_info, num_tokens)
+    if out is not spec_info and out is not None:
+        out.custom_mask = None
+    return out
+
+
+def register() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    if TEST_ORACLE.is_set():
+        HookRegistry.register("sglang_ddtree.worker.DDTreeWorker.draft", _oracle_draft, HookType.AROUND)
+        logger.warning("sglang-ddtree TEST: oracle drafter from %s", TEST_ORACLE.get())
+    if TEST_NOMASK_CONTROL.get():
+        HookRegistry.register("sglang_ddtree.engine.verify_graph.capture_spec_info", _capture_without_mask,
+                              HookType.AROUND)
+        logger.warning("sglang-ddtree TEST: tree verify graphs captured WITHOUT the tree mask")
+    if TEST_EXTRA_BUFFER_ARCHS.is_set():
+        from .extra_buffer_arch import apply_extra_buffer_archs
+
+        logger.warning("sglang-ddtree TEST: mamba extra_buffer allowed for %s", apply_extra_buffer_archs())
