@@ -24,7 +24,7 @@ namespace {
 // ex2.approx of x * log2(e), div.full, sqrt.approx.ftz), which the verify's tree conv and the
 // Triton commit run: the SiLU output is rounded to bf16 as the key, and CUDA's exact expf / `/`
 // differed in the last fp32 bit often enough to flip that rounding (a key one bf16 ulp off:
-// 1.6e-4 relative in a committed state, session 12 call 1).
+// 1.6e-4 relative in a committed state).
 __device__ __forceinline__ float triton_exp(float x) {
   float y;
   asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
