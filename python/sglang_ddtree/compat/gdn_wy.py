@@ -113,7 +113,7 @@ def _kernel_options() -> Dict[str, Any]:
                            f"unset {COMMIT_ENV} for the Triton commit")
     if commit is None:
         commit = "fused" if why is not None else "cuda"
-    from ..kernels.gdn_tree_triton import SOLVE_PRECISIONS
+    from ..kernels.gdn_tree import SOLVE_PRECISIONS
 
     solve = os.environ.get(SOLVE_PRECISION_ENV) or None
     if solve is not None and solve not in SOLVE_PRECISIONS:
@@ -192,7 +192,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     """One GatedDeltaNet layer's tree verify. ``mixed_qkv [T, C]`` pre-conv projections (q | k | v),
     ``a, b [T, HV]``. Returns the core attention output ``[T, HV, V]`` (what sglang's
     ``forward_extend`` returns, up to a leading unit dimension the caller reshapes away)."""
-    from ..kernels.gdn_tree_triton import tree_conv, tree_gdn_verify
+    from ..kernels.gdn_tree import VerifyOptions, tree_conv, tree_gdn_verify
 
     if layer.activation not in ("silu", "swish"):
         raise NotImplementedError(
@@ -221,9 +221,11 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              precision=opts["precision"], u_out=u_out, G_out=G_out, impl=opts["impl"],
-                              max_depth=wy.max_depth, pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"],
-                              solve_precision=opts["solve_precision"], state_parts=opts["state_parts"])
+                              u_out=u_out, G_out=G_out, max_depth=wy.max_depth,
+                              options=VerifyOptions(impl=opts["impl"], precision=opts["precision"],
+                                                    solve_precision=opts["solve_precision"],
+                                                    state_parts=opts["state_parts"],
+                                                    pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"]))
     wy.saved[li] = (layer, cache, slots)
     return o
 
@@ -287,7 +289,7 @@ def wy_commit(wy: WyVerifyState, accepted: torch.Tensor, accept_len: torch.Tenso
     tracking slots and ``track_at [bs]`` the path index whose state the radix cache keeps (-1:
     none this step); that state is written into the tracking slot first, from the same committed
     state the main commit then advances."""
-    from ..kernels.gdn_tree_triton import tree_conv_commit_layers, tree_gdn_commit_from_x_layers
+    from ..kernels.gdn_tree import tree_conv_commit_layers, tree_gdn_commit_from_x_layers
 
     if not wy.saved:  # the hook did not run: committing nothing would silently freeze the state
         raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
@@ -341,7 +343,7 @@ def _weight_tables(wy: WyVerifyState, lo: int, hi: int):
     """Conv weight / bias address tables of pool layers ``lo .. hi - 1``, made once per run of
     layers and kept (the worker's cache across eager steps, the graph runner's across replays):
     the layers and their parameters do not change."""
-    from ..kernels.gdn_tree_triton import conv_weight_tables
+    from ..kernels.gdn_tree import conv_weight_tables
 
     key = f"tables{lo}:{hi}"
     if key not in wy.tables:

@@ -9,9 +9,8 @@ Modules, in the order a decode step uses them:
 - ``accept``: greedy / sampled tree walk, stop tokens and max-new-tokens truncation.
 - ``commit_plan``: KV slot moves/remaps and the hidden-state gather for the accepted path.
 
-Beside them: ``gdn_tree`` (references of the snapshot-free tree-aware GatedDeltaNet), ``step``
-(draft logits -> verify layout and target tokens -> commit plan, each one capturable program),
-``shadow_chain`` (what the DFLASH chain would have accepted), ``oracle_check`` (the sequential
+Beside them: ``step`` (draft logits -> verify layout and target tokens -> commit plan, each one
+capturable program), ``shadow_chain`` (what the DFLASH chain would have accepted), ``oracle_check`` (the sequential
 replay of ``--speculative-ddtree-oracle-rate``), and for ``--speculative-ddtree-budget auto``
 ``budget_choice`` (the step-cost table and the choice rule, no torch) and ``budget_policy`` (the
 running acceptance profile that feeds it).

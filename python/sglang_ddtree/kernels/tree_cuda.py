@@ -182,7 +182,7 @@ def tree_walk(layout: VerifyLayout, target: torch.Tensor, max_depth: int) -> Acc
 
 
 def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:
-    """CUDA tree-GDN state commit, same contract as ``gdn_tree_triton.tree_gdn_commit``."""
+    """CUDA tree-GDN state commit, same contract as ``gdn_tree.tree_gdn_commit``."""
     _load().gdn_tree_commit(
         state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
         accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(),
@@ -192,10 +192,10 @@ def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:
 def gdn_tree_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_width: int, conv_state,
                                   k_offset: int, num_k_heads: int, accepted, accept_len, dst_idx=None) -> None:
     """CUDA port of the engine's commit, same contract as
-    ``gdn_tree_triton.tree_gdn_commit_from_x_layers`` (every layer of a run in one launch, keys
+    ``gdn_tree.tree_gdn_commit_from_x_layers`` (every layer of a run in one launch, keys
     recomputed from the pre-conv inputs, products rounded as sglang's conv; ``dst_idx``: write
     into slot ``dst_idx[b]`` instead, -1 skips)."""
-    from .gdn_tree_triton import _layer_stride
+    from .gdn_tree.dots import layer_stride
 
     L, bs, N, HV, V = u.shape
     T, C = x.shape[1], x.shape[2]
@@ -206,6 +206,6 @@ def gdn_tree_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_
     _load().gdn_tree_commit_from_x_layers(
         state, i32(state_idx), u, G, x, w_tab, b_tab, conv_state, i32(accepted), i32(accept_len),
         None if dst_idx is None else i32(dst_idx), int(k_offset), int(num_k_heads),
-        _layer_stride(state, state.shape[1:]), _layer_stride(u, (bs, N, HV, V)), _layer_stride(G, (bs, N, HV)),
-        _layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
+        layer_stride(state, state.shape[1:]), layer_stride(u, (bs, N, HV, V)), layer_stride(G, (bs, N, HV)),
+        layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
     )
