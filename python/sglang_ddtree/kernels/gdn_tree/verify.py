@@ -48,33 +48,24 @@ IMPLS = ("auto", "fused", "split", "twostage")
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    """How :func:`tree_gdn_verify` runs; ``None`` leaves a choice to :mod:`.heuristics` or to the
-    default named. No option changes what is computed, only its rounding and speed.
+    """How :func:`tree_gdn_verify` runs: none of these changes what is computed, only its rounding
+    and speed. ``None`` leaves the choice to :mod:`.heuristics` or to the default named.
 
-    - ``impl``: "fused", "split", "twostage" (trees of at most 65 nodes) or "auto" (:func:`.heuristics.pick_impl`).
-    - ``precision``: products with raw q/k on one side: "bf16x3" (with bf16 q/k one exact bf16
-      tensor-core pass for the pair products, the state in ``state_parts`` bf16 parts for the
-      state products; other q/k dtypes as "tf32x3"), "tf32x3" (three tf32 passes) or "ieee" (fp32 FMA).
-    - ``solve_precision``: products of two fp32 tiles (the solve, ``(I + A)^-1``): "bf16x3" (~2^-16
-      relative per product), "tf32x3" (~2^-21) or "ieee"; None: "bf16x3" under "bf16x3" with bf16
-      q/k, "ieee" under "ieee", else "tf32x3".
-    - ``state_parts``: bf16 parts of the state in the bf16x3 state products, 3 (fp32-accurate) or 2
-      (~2^-16); None: 2 under "bf16x3", else 3.
-    - ``pairs_in_prep``: "twostage" only: its prep kernel forms the node-pair products (no pair
-      kernel, no pair buffers); None: :func:`.heuristics.prep_forms_pairs`.
-    - ``pdl``: "twostage" only, compute capability 9.0+: the apply pass launches as a programmatic
-      dependent of the prep; None: :func:`.heuristics.apply_as_dependent`; True where PDL cannot run
-      is an error.
-    - ``block_v``: value tile (a power of two); None: 64, or the auto choice.
-    - ``block_t``: node chunk of "fused" / "split" (a power of two, at least 16).
-    - ``qk_block``: node tile of the pair-product kernel; None: 64 for "twostage", else ``block_t``
-      (or the auto choice).
+    - ``impl``: "fused", "split", "twostage" (trees of at most 65 nodes) or "auto" (``pick_impl``).
+    - ``precision``: products with raw q/k: "bf16x3" (bf16 q/k: exact bf16 passes; else "tf32x3"), "tf32x3", "ieee".
+    - ``solve_precision``: products of two fp32 tiles: "bf16x3" (~2^-16), "tf32x3" (~2^-21) or "ieee".
+    - ``state_parts``: bf16 parts of the state in the bf16x3 state products: 3 (fp32-accurate) or 2 (~2^-16).
+    - ``pairs_in_prep``: "twostage": its prep forms the node-pair products (no pair kernel); None: ``prep_forms_pairs``.
+    - ``pdl``: "twostage", sm_90+: its apply pass is a programmatic dependent of its prep; None: ``apply_as_dependent``.
+    - ``block_v``: value tile, a power of two; None: 64, or the "auto" choice.
+    - ``block_t``: node chunk of "fused" / "split", a power of two of at least 16.
+    - ``qk_block``: node tile of the pair-product kernel; None: the "auto" choice, else 64 for "twostage", else ``block_t``.
     - ``num_warps``: warps of the verify kernels; None: 4.
     - ``prep_warps``: warps of the "twostage" prep kernel; None: ``num_warps``.
-    - ``max_registers``: "twostage" only, 0 .. 255: registers per thread of its two kernels
-      (Triton's ``maxnreg``; 0: the compiler's own); None: :func:`.heuristics.register_limit`.
+    - ``max_registers``: "twostage", 0 .. 255: Triton's ``maxnreg`` (0: the compiler's own); None: ``register_limit``.
 
-    Raises ValueError for a value outside the ones named.
+    ``solve_precision=None``: "bf16x3" under ``precision="bf16x3"`` with bf16 q/k, "ieee" under "ieee", else "tf32x3";
+    ``state_parts=None``: 2 under "bf16x3", else 3. Raises ValueError for a value outside the ones named.
     """
     impl: str = "auto"
     precision: str = "bf16x3"
