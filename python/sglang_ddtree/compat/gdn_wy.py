@@ -113,7 +113,7 @@ def _kernel_options() -> Dict[str, Any]:
                            f"unset {COMMIT_ENV} for the Triton commit")
     if commit is None:
         commit = "fused" if why is not None else "cuda"
-    from ..kernels.gdn_tree import SOLVE_PRECISIONS
+    from ..kernels.gdn_tree import SOLVE_PRECISIONS, VerifyOptions
 
     solve = os.environ.get(SOLVE_PRECISION_ENV) or None
     if solve is not None and solve not in SOLVE_PRECISIONS:
@@ -122,9 +122,12 @@ def _kernel_options() -> Dict[str, Any]:
     parts = os.environ.get(STATE_PARTS_ENV) or None
     if parts is not None and parts not in ("2", "3"):
         raise ValueError(f"{STATE_PARTS_ENV} must be 2 or 3 (unset: the kernel's default), got {parts!r}")
-    return dict(commit=commit, precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
+    opts = dict(commit=commit, precision=os.environ.get(PRECISION_ENV, "bf16x3"), impl=os.environ.get(IMPL_ENV, "auto"),
                 pairs_in_prep=_env_flag(PAIRS_ENV), pdl=_env_flag(PDL_ENV), flat_conv=_env_flag(CONV_FLAT_ENV),
                 solve_precision=solve, state_parts=None if parts is None else int(parts))
+    opts["verify"] = VerifyOptions(**{k: opts[k] for k in ("impl", "precision", "solve_precision", "state_parts",
+                                                           "pairs_in_prep", "pdl")})
+    return opts
 
 
 def wy_check_enabled() -> bool:
@@ -192,7 +195,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     """One GatedDeltaNet layer's tree verify. ``mixed_qkv [T, C]`` pre-conv projections (q | k | v),
     ``a, b [T, HV]``. Returns the core attention output ``[T, HV, V]`` (what sglang's
     ``forward_extend`` returns, up to a leading unit dimension the caller reshapes away)."""
-    from ..kernels.gdn_tree import VerifyOptions, tree_conv, tree_gdn_verify
+    from ..kernels.gdn_tree import tree_conv, tree_gdn_verify
 
     if layer.activation not in ("silu", "swish"):
         raise NotImplementedError(
@@ -221,11 +224,7 @@ def wy_target_verify(backend, layer, mixed_qkv: torch.Tensor, a: torch.Tensor, b
     k = k.reshape(T, layer.num_k_heads, k_dim)
     v = v.reshape(T, hv, v_dim)
     o, u, G = tree_gdn_verify(q, k, v, a, b, layer.A_log, layer.dt_bias, wy.anc, ssm_pool, slots,
-                              u_out=u_out, G_out=G_out, max_depth=wy.max_depth,
-                              options=VerifyOptions(impl=opts["impl"], precision=opts["precision"],
-                                                    solve_precision=opts["solve_precision"],
-                                                    state_parts=opts["state_parts"],
-                                                    pairs_in_prep=opts["pairs_in_prep"], pdl=opts["pdl"]))
+                              u_out=u_out, G_out=G_out, max_depth=wy.max_depth, options=opts["verify"])
     wy.saved[li] = (layer, cache, slots)
     return o
 
