@@ -28,9 +28,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from sglang_ddtree.core.gdn_tree import path_of  # noqa: E402
 from sglang_ddtree.core.tree_builder import build_tree  # noqa: E402
 from sglang_ddtree.core.verify_layout import build_verify_layout  # noqa: E402
+from sglang_ddtree.kernels.gdn_tree.naive import path_of  # noqa: E402
 
 LAYERS = 48
 UPSTREAM_MAX_GIB = 40
@@ -121,6 +121,16 @@ def _deep_paths(lay, nodes: int, P: int):
     return accepted, accept_len
 
 
+def _flag_options(flags) -> dict:
+    """``VerifyOptions`` fields of a variant's flags (``--variants``); a field no flag names is
+    left to the kernel."""
+    return dict(pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
+                pdl=True if "pdl" in flags else False if "nopdl" in flags else None,
+                solve_precision="bf16x3" if "solvebf16" in flags else "tf32x3" if "solvetf32" in flags else None,
+                state_parts=2 if "parts2" in flags else 3 if "parts3" in flags else None,
+                max_registers=next((int(f[4:]) for f in flags if f.startswith("nreg")), None))
+
+
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
              alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=(), extras=True,
              upstream_conv_max_nodes=None):
@@ -128,7 +138,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     verify with and without the conv, the conv, the state + conv commit, Triton and CUDA) and
     upstream replayed from a graph, none of the A/B timings beside them. Upstream's GDN kernel is
     also timed alone (beside ours_gdn_only); above ``upstream_conv_max_nodes`` nodes only that."""
-    from sglang_ddtree.kernels import gdn_tree_triton as kern
+    from sglang_ddtree.kernels import gdn_tree as kern
 
     H, HV, K, V, KW = shp["H"], shp["HV"], shp["K"], shp["V"], shp["KW"]
     C = 2 * H * K + HV * V
@@ -161,15 +171,11 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
 
     def ours(prec=precision, impl="auto", block_t=16, block_v=None, conv=True, num_warps=None, max_depth=15,
              qk_block=None, prep_warps=None, flags=()):  # the engine's: auto, depth bound 15
-        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, precision=prec, impl=impl,
-                                         block_t=block_t, block_v=block_v, num_warps=num_warps, max_depth=max_depth,
-                                         qk_block=qk_block, prep_warps=prep_warps,
-                                         pairs_in_prep=True if "pairs" in flags else False if "nopairs" in flags else None,
-                                         pdl=True if "pdl" in flags else False if "nopdl" in flags else None,
-                                         solve_precision=("bf16x3" if "solvebf16" in flags else
-                                                          "tf32x3" if "solvetf32" in flags else None),
-                                         state_parts=2 if "parts2" in flags else 3 if "parts3" in flags else None,
-                                         max_registers=next((int(f[4:]) for f in flags if f.startswith("nreg")), None))
+        options = kern.VerifyOptions(impl=impl, precision=prec, block_t=block_t, block_v=block_v,
+                                     num_warps=num_warps, qk_block=qk_block, prep_warps=prep_warps,
+                                     **_flag_options(flags))
+        held["r"] = kern.tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, sidx, max_depth=max_depth,
+                                         options=options)
         if conv:
             kern.tree_conv(x, w, None, conv_pool, sidx, parent)
 

@@ -9,7 +9,7 @@ best-first trees of several requests at once; the end-to-end hybrid mismatch (RE
 session 2) is then either here or elsewhere in the engine.
 
 Shapes: the tiny Qwen3.5 target's GDN layer and Qwen3.6-27B's. bf16 activations, fp32 state
-(sglang's default ``mamba_ssm_dtype``). Tolerance as in test_gdn_tree_triton: 1e-2 relative to
+(sglang's default ``mamba_ssm_dtype``). Tolerance as in test/kernels/test_verify.py: 1e-2 relative to
 the reference's max for bf16 inputs; a wrong parent gives O(1).
 """
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sglang_ddtree.core import gdn_tree
 from sglang_ddtree.core.tree_builder import build_tree, pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout
+from sglang_ddtree.kernels.gdn_tree import naive
 
 pytestmark = pytest.mark.gpu
 
@@ -131,11 +131,11 @@ def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
         par = lay.parent[r].clone()
         par[1:][par[1:] < 0] = 0
         st_conv = conv_pool[int(cache_idx[r])]
-        y_ref = gdn_tree.conv_tree_path_reference(x[sl], w, None, st_conv, par)
+        y_ref = naive.conv_tree_path_reference(x[sl], w, None, st_conv, par)
         worst["conv"] = max(worst["conv"], _rel(y[sl], y_ref))
         for node in range(N):
-            path = torch.tensor(gdn_tree.path_of(par, node))
-            win = gdn_tree.conv_commit_state(x[sl].double(), st_conv.double(), path)
+            path = torch.tensor(naive.path_of(par, node))
+            win = naive.conv_commit_state(x[sl].double(), st_conv.double(), path)
             worst["conv_win"] = max(worst["conv_win"], _rel(inter_conv[r, node], win))
         # The recurrence consumes the kernel's own (bf16) conv outputs: isolate the GDN part.
         yq, yk, yv = torch.split(y[sl].cpu().double(), [H * K, H * K, HV * V], dim=-1)
@@ -143,7 +143,7 @@ def test_sglang_tree_conv_and_gdn_on_ddtree_trees(shape, budget, link_dtype):
         kn = yk.view(N, H, K)
         qn = qn / torch.sqrt((qn ** 2).sum(-1, keepdim=True) + 1e-6)
         kn = kn / torch.sqrt((kn ** 2).sum(-1, keepdim=True) + 1e-6)
-        o_ref, states = gdn_tree.gdn_tree_path_reference(
+        o_ref, states = naive.gdn_tree_path_reference(
             qn, kn, yv.view(N, HV, V), g[sl], beta[sl], par, ssm[int(cache_idx[r])].transpose(-1, -2).double(), K ** -0.5)
         worst["o"] = max(worst["o"], _rel(o[sl], o_ref))
         worst["state"] = max(worst["state"], _rel(inter_ssm[r].transpose(-1, -2), states))
@@ -201,7 +201,7 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
     linear.forward_metadata = types.SimpleNamespace(mamba_cache_indices=cache_idx.long())
     ws = tree_gdn.TreeGdnWorkspace(max_depth=None)
     ws.begin_step(lay.parent.to(dev), lay.ancestor_mask.to(dev))
-    from sglang_ddtree.kernels.gdn_tree_triton import tree_conv
+    from sglang_ddtree.kernels.gdn_tree import tree_conv
 
     y_ours = tree_conv(x, w, None, cache.conv[0], cache_idx, ws.current.parent, activation=True)
     o = ws.verify_layer(linear, layer, x, a, b)
@@ -227,8 +227,8 @@ def test_wy_path_matches_sglang_per_node_path_on_the_same_inputs(budget):
     last = []
     for r in range(bs):
         par = lay.parent[r]
-        depth = torch.tensor([len(gdn_tree.path_of(par, i)) if real[r, i] else -1 for i in range(N)])
-        path = gdn_tree.path_of(par, int(depth.argmax()))[:P]
+        depth = torch.tensor([len(naive.path_of(par, i)) if real[r, i] else -1 for i in range(N)])
+        path = naive.path_of(par, int(depth.argmax()))[:P]
         accepted[r, : len(path)] = torch.tensor(path)
         accept_len[r] = len(path) - 1
         last.append(path[-1])

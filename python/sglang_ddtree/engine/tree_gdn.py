@@ -36,6 +36,13 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ..config import WY_CHECK
+from ..kernels.gdn_tree import (
+    conv_weight_tables,
+    tree_conv,
+    tree_conv_commit_layers,
+    tree_gdn_commit_from_x_layers,
+    tree_gdn_verify,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +138,6 @@ class TreeGdnWorkspace:
         projections (q | k | v), ``a, b [T, HV]`` gate inputs, ``T = bs * W``. Returns the core
         attention output ``[T, HV, V]``. Raises NotImplementedError naming the flag to change
         for layers or pools the kernels do not cover."""
-        from ..kernels.gdn_tree_triton import tree_conv, tree_gdn_verify
-
         wb, bs = self.current, self.current_bs
         if wb is None or bs * wb.width != mixed_qkv.shape[0]:
             raise RuntimeError(f"DDTREE wy: a verify of {mixed_qkv.shape[0]} tokens with no matching tree "
@@ -192,8 +197,6 @@ class TreeGdnWorkspace:
         requests' tracking slots, ``track_at [bs]`` the path index whose state the radix cache
         keeps (-1: none this step); that state is written first, from the same committed state
         the main commit then advances."""
-        from ..kernels.gdn_tree_triton import tree_conv_commit_layers, tree_gdn_commit_from_x_layers
-
         wb = self.current
         if wb is None or not self.layers or not wb.work:
             raise RuntimeError("--speculative-ddtree-gdn-mode wy: the tree verify ran no GatedDeltaNet layer "
@@ -231,8 +234,6 @@ class TreeGdnWorkspace:
     def _weight_tables(self, lo: int, hi: int, dtype, device):
         """Conv weight / bias address tables of pool layers ``lo .. hi - 1``, made once (the
         layers' parameters do not move; rebuilding them is a host-to-device copy)."""
-        from ..kernels.gdn_tree_triton import conv_weight_tables
-
         if (lo, hi) not in self.tables:
             layers = [self.layers[i] for i in range(lo, hi)]
             self.tables[(lo, hi)] = conv_weight_tables([l.conv_weights for l in layers], [l.bias for l in layers],

@@ -19,9 +19,12 @@ from typing import Optional
 
 import torch
 
+from ..config import PREBUILT_DIR as PREBUILT_DIR_ENV
+from ..config import VERBOSE_BUILD
 from ..core.accept import Acceptance
 from ..core.tree_builder import DraftTree, _caps
 from ..core.verify_layout import VerifyLayout
+
 
 def _find_csrc() -> Path:
     here = Path(__file__).resolve()
@@ -118,14 +121,14 @@ def _compile(build_directory):
     from torch.utils.cpp_extension import load
 
     return load(name=_NAME, sources=[str(_CSRC / n) for n in _SOURCES], extra_cuda_cflags=_CFLAGS,
-                build_directory=str(build_directory), verbose=os.environ.get("SGLANG_DDTREE_VERBOSE_BUILD") == "1")
+                build_directory=str(build_directory), verbose=bool(VERBOSE_BUILD.get()))
 
 
 @functools.lru_cache(maxsize=1)
 def _load():
     from ..tiny_models import build_dir
 
-    prebuilt = _load_prebuilt(Path(os.environ.get("SGLANG_DDTREE_PREBUILT_DIR", PREBUILT_DIR)))
+    prebuilt = _load_prebuilt(Path(PREBUILT_DIR_ENV.get() or PREBUILT_DIR))
     if prebuilt is not None:
         return prebuilt
     out = build_dir().parent / "torch_ext" / "ddtree_tree"
@@ -182,7 +185,7 @@ def tree_walk(layout: VerifyLayout, target: torch.Tensor, max_depth: int) -> Acc
 
 
 def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:
-    """CUDA tree-GDN state commit, same contract as ``gdn_tree_triton.tree_gdn_commit``."""
+    """CUDA tree-GDN state commit, same contract as ``gdn_tree.tree_gdn_commit``."""
     _load().gdn_tree_commit(
         state, state_idx.to(torch.int32).contiguous(), u, G, k.contiguous(),
         accepted.to(torch.int32).contiguous(), accept_len.to(torch.int32).contiguous(),
@@ -192,10 +195,10 @@ def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:
 def gdn_tree_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_width: int, conv_state,
                                   k_offset: int, num_k_heads: int, accepted, accept_len, dst_idx=None) -> None:
     """CUDA port of the engine's commit, same contract as
-    ``gdn_tree_triton.tree_gdn_commit_from_x_layers`` (every layer of a run in one launch, keys
+    ``gdn_tree.tree_gdn_commit_from_x_layers`` (every layer of a run in one launch, keys
     recomputed from the pre-conv inputs, products rounded as sglang's conv; ``dst_idx``: write
     into slot ``dst_idx[b]`` instead, -1 skips)."""
-    from .gdn_tree_triton import _layer_stride
+    from .gdn_tree.dots import layer_stride
 
     L, bs, N, HV, V = u.shape
     T, C = x.shape[1], x.shape[2]
@@ -206,6 +209,6 @@ def gdn_tree_commit_from_x_layers(state, state_idx, u, G, x, w_tab, b_tab, conv_
     _load().gdn_tree_commit_from_x_layers(
         state, i32(state_idx), u, G, x, w_tab, b_tab, conv_state, i32(accepted), i32(accept_len),
         None if dst_idx is None else i32(dst_idx), int(k_offset), int(num_k_heads),
-        _layer_stride(state, state.shape[1:]), _layer_stride(u, (bs, N, HV, V)), _layer_stride(G, (bs, N, HV)),
-        _layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
+        layer_stride(state, state.shape[1:]), layer_stride(u, (bs, N, HV, V)), layer_stride(G, (bs, N, HV)),
+        layer_stride(x, (T, C)), int(conv_state.stride(0)) if L > 1 else 0,
     )

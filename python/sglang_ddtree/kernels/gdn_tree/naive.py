@@ -1,4 +1,14 @@
-"""Tree-aware GatedDeltaNet (GDN) without per-node state snapshots: references.
+"""Tree-aware GatedDeltaNet (GDN) without per-node state snapshots: plain-torch references.
+
+One reference per kernel stage, and a ground truth that runs the recurrence path by path:
+
+- verify (:mod:`.verify`): :func:`gdn_tree_wy`; ground truth :func:`gdn_tree_path_reference`;
+- state commit (:mod:`.commit`): :func:`gdn_commit_state` (ground truth: the path reference's states);
+- tree conv (:mod:`.conv`): :func:`conv_tree`; ground truth :func:`conv_tree_path_reference`;
+- conv commit (:mod:`.conv`): :func:`conv_commit_state`.
+
+These take one request, normalised keys and the state as ``[HV, K, V]``; the kernels take a
+batch, raw q/k, raw gate inputs and sglang's pools.
 
 One request's verify tree has N nodes in topological order (``parent[i] < i``; node 0 is the
 root, whose parent -1 stands for the committed state). Per value head, with decay

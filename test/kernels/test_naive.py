@@ -1,4 +1,6 @@
-"""Tree GDN references: the tree-WY form and the commit against the per-path float64 recurrence.
+"""Tree GDN references (``kernels/gdn_tree/naive.py``): the tree-WY form and the commit against
+the per-path float64 recurrence; the vectorised tree conv and the conv commit against the
+per-path conv.
 
 Fresh random inputs every run; tree shapes include chains, stars, deep trees and random trees.
 Tolerances: float64 WY vs float64 path recurrence 1e-10 relative (same algebra, different order);
@@ -13,7 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sglang_ddtree.core.gdn_tree import (
+from gdn_cases import gdn_inputs, trees
+from sglang_ddtree.kernels.gdn_tree.naive import (
     conv_commit_state, conv_tree, conv_tree_path_reference, gdn_commit_state, gdn_tree_path_reference,
     gdn_tree_wy, path_of,
 )
@@ -93,6 +96,19 @@ def test_tree_wy_float32_with_strong_decays_between_branches(kind):
     o, _, _ = gdn_tree_wy(q, k, v, g, beta, parent, S0, scale, dtype=torch.float32)
     assert torch.isfinite(o).all()
     assert _rel(o.double(), ref_o) < 1e-5
+
+
+def test_tree_wy_float32_with_a_real_models_gates_stays_finite():
+    """The kernels' inputs with gates as strong as a real model's (raw gate input + 20: g ~ -20
+    per token), normalised q/k, on a bushy builder tree: the fp32 WY form stays finite."""
+    n, K = 40, 16
+    parent = trees(n)[2][0]
+    q, k, v, a, b, A_log, dt_bias, state = gdn_inputs(1, n, 2, 4, K, 16, torch.float32)
+    o32, _, _ = gdn_tree_wy(
+        q / torch.sqrt((q ** 2).sum(-1, keepdim=True) + 1e-6), k / torch.sqrt((k ** 2).sum(-1, keepdim=True) + 1e-6),
+        v, -torch.exp(A_log) * F.softplus(a + 20.0 + dt_bias), torch.sigmoid(b), parent, state[0].transpose(-1, -2),
+        K ** -0.5)
+    assert torch.isfinite(o32).all()
 
 
 def test_wy_root_only_is_one_recurrent_step():
