@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from sglang_ddtree.core.step import draft_tree_to_verify, verify_to_commit  # noqa: E402
+from sglang_ddtree.core.step import draft_to_verify, verify_to_commit  # noqa: E402
 from sglang_ddtree.core.topk import depth_topk  # noqa: E402
 
 
@@ -45,28 +45,23 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
     lp, ids = depth_topk(logits, K)
     roots = torch.randint(0, 4096, (bs,), device="cuda", generator=g)
     prefix = torch.randint(10, 2000, (bs,), device="cuda", generator=g)
-    slots = torch.arange(bs * (B + 1), device="cuda").view(bs, B + 1)
-    stop = torch.full((bs, 2), -1, device="cuda", dtype=torch.long)
-    remaining = torch.full((bs,), 10_000, device="cuda")
+    window = torch.arange(bs * (B + 1), device="cuda").view(bs, B + 1)
 
     def step_eager():
-        tree, lay = draft_tree_to_verify(lp, ids, roots, prefix, B)
+        tree, lay = draft_to_verify(lp, ids, roots, prefix, B, B + 1)
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
-        return verify_to_commit(lay, target, L, stop, remaining, slots)
+        return verify_to_commit(lay, target, L, window)
 
     def step_cuda():
-        from sglang_ddtree.core.accept import truncate_new_tokens
         from sglang_ddtree.core.commit_plan import build_commit_plan
         from sglang_ddtree.kernels import tree_cuda
 
         tree, lay = tree_cuda.build_tree_and_layout(lp, ids, roots, prefix, B)
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
         acc = tree_cuda.tree_walk(lay, target, L)
-        if core_only:  # the target: builder + layout + walk
+        if core_only:  # builder + layout + walk
             return acc
-        num_commit, finished = truncate_new_tokens(acc.new_tokens, acc.num_new, stop, remaining)
-        plan = build_commit_plan(acc.accepted, torch.minimum(num_commit, acc.accept_len) + 1, slots)
-        return acc, num_commit, finished, plan
+        return acc, build_commit_plan(acc, window)
 
     # torch.compile (inductor) fuses the elementwise chains between the topk/scatter kernels.
     if cuda_kernels:

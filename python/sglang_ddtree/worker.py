@@ -72,16 +72,14 @@ class DDTreeWorker(DFlashWorkerV2):
         # The chain-only fast paths of the base class assume verify width == block size.
         self._use_triton_prepare_block = False
         self._use_triton_accept_bonus = False
-        # How the hybrid target's GatedDeltaNet layers verify the tree (None: attention only).
-        self.gdn = (server_args.speculative_ddtree_gdn_mode or GDN_SNAPSHOT) if self._need_mamba_verify_commit else None
+        # How a hybrid target's GatedDeltaNet layers verify the tree (None: attention only); known
+        # once the attention backends exist (init_attention_backends).
+        self._gdn_mode = server_args.speculative_ddtree_gdn_mode or GDN_SNAPSHOT
+        self.gdn = None
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
         self._oracle_rng = random.Random(server_args.random_seed or 0)
-        if self.oracle_rate > 0 and self.gdn is not None:
-            raise NotImplementedError(
-                "--speculative-ddtree-oracle-rate is not supported on hybrid (GatedDeltaNet) targets "
-                "yet (the replay would advance the linear-attention state); remove the flag.")
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         # --speculative-ddtree-budget auto: self.budget is the table's largest budget (it sizes
@@ -127,7 +125,14 @@ class DDTreeWorker(DFlashWorkerV2):
             logger.info("DDTREE budget auto: target verify CUDA graphs for widths %s", sorted(self._verify_runtimes))
 
     def init_attention_backends(self):
+        """sglang's, then the hybrid target's GDN mode: DFLASH decides there whether the target
+        has linear-attention state to commit after a verify."""
         super().init_attention_backends()
+        self.gdn = self._gdn_mode if self._need_mamba_verify_commit else None
+        if self.oracle_rate > 0 and self.gdn is not None:
+            raise NotImplementedError(
+                "--speculative-ddtree-oracle-rate is not supported on hybrid (GatedDeltaNet) targets "
+                "yet (the replay would advance the linear-attention state); remove the flag.")
         if self.gdn == GDN_WY:
             logger.info("DDTREE: hybrid target, GatedDeltaNet layers through the snapshot-free tree kernels "
                         "(--speculative-ddtree-gdn-mode wy)")

@@ -36,20 +36,27 @@ def test_gpu_builder_equals_cpu_reference(bs, L, K, B):
             assert torch.equal(getattr(fast, f).cpu(), getattr(ref, f)), f
 
 
-def test_step_has_no_host_sync_and_replays_in_a_cuda_graph():
+@pytest.mark.parametrize("with_cuda_kernels", [False, True])
+def test_step_has_no_host_sync_and_replays_in_a_cuda_graph(with_cuda_kernels):
+    """The served step program (top-K, tree + layout padded to the verify width, walk, commit
+    plan), with the torch builder and with the CUDA kernels: no host synchronisation, capturable
+    in a CUDA graph, the replay equal to the eager step."""
+    from sglang_ddtree.core.topk import depth_topk
+
+    fast = _cuda_kernels() if with_cuda_kernels else None
     bs, L, V, B, K = 4, 15, 4096, 64, 8
+    width = B + 1 + 3  # padded past the tree
     logits = _inputs(bs, L, V, 0)
     roots = torch.randint(0, V, (bs,), device="cuda")
     prefix = torch.randint(10, 100, (bs,), device="cuda")
-    slots = torch.arange(bs * (B + 1), device="cuda").view(bs, B + 1)
-    stop = torch.full((bs, 2), -1, device="cuda", dtype=torch.long)
-    remaining = torch.full((bs,), 1000, device="cuda")
+    window = torch.arange(bs * width, device="cuda").view(bs, width) + 1000
 
     def step():
-        tree, lay = draft_to_verify(logits, roots, prefix, B, K)
+        lp, ids = depth_topk(logits, K)
+        tree, lay = draft_to_verify(lp, ids, roots, prefix, B, width, max_depth=L, fast=fast)
         # Target agrees with the first child everywhere: acceptance walks the greedy chain.
         target = torch.gather(lay.tokens, 1, lay.first_child.clamp(min=0))
-        return verify_to_commit(lay, target, L, stop, remaining, slots)
+        return verify_to_commit(lay, target, L, window, fast=fast)
 
     eager = step()
     torch.cuda.synchronize()
@@ -70,7 +77,8 @@ def test_step_has_no_host_sync_and_replays_in_a_cuda_graph():
     torch.cuda.synchronize()
     assert torch.equal(out[0].accepted, eager[0].accepted)
     assert (eager[0].accept_len > 0).all()
-    assert torch.equal(out[3].hidden_gather, eager[3].hidden_gather)
+    assert torch.equal(out[1].new_window, eager[1].new_window)
+    assert torch.equal(out[1].path_slots, eager[1].path_slots)
 
 
 def _cuda_kernels():

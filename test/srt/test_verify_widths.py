@@ -106,17 +106,3 @@ def test_verify_runtime_swaps_for_the_block_and_restores(spec):
             pass
     with vw.verify_runtime(mr, {}, 20):  # no runtimes (fixed budget, or eager): nothing swapped
         assert mr.attn_backend == "main-backend"
-
-
-def test_worker_builds_runtimes_for_every_width_the_policy_can_pick():
-    from sglang_ddtree.core.budget_policy import BudgetPolicy, StepCostTable
-    from sglang_ddtree.worker import DDTreeWorker
-
-    rows = [dict(config=c, concurrency=1, ms_per_step=1.0) for c in ("DDTREE-8", "DDTREE-32", "DDTREE-chain")]
-    w = object.__new__(DDTreeWorker)  # no engine: only the attributes the method reads
-    w.block_size, w.max_depth = 16, 15
-    w.policy = BudgetPolicy(StepCostTable.from_rows(rows))
-    # Budget 8 and the 15-deep chain both verify in one drafter block (16 positions); 32: 33.
-    assert sorted(w.policy_caps()) == [16, 33]
-    w.policy = None
-    assert w.policy_caps() == {}

@@ -1,0 +1,56 @@
+"""worker.py wiring that needs no engine: the hybrid target's GDN mode is known only once sglang's
+attention backends exist (DFLASH decides there whether the target has linear-attention state to
+commit: reading it earlier served every hybrid step as attention-only); the oracle-rate refusal on
+hybrid targets; budget auto's verify widths."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from sglang_ddtree.verify_info import GDN_SNAPSHOT, GDN_WY
+from sglang_ddtree.worker import DDTreeWorker
+
+
+def _worker(monkeypatch, hybrid: bool, mode=GDN_WY, oracle_rate=0.0):
+    from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+
+    def base_init_backends(self):  # what sglang's DFLASH worker decides there
+        self._need_mamba_verify_commit = hybrid
+
+    monkeypatch.setattr(DFlashWorkerV2, "init_attention_backends", base_init_backends)
+    w = object.__new__(DDTreeWorker)  # no engine: only the attributes the method reads
+    w._need_mamba_verify_commit = False  # sglang's value before its backends exist
+    w._gdn_mode, w.gdn, w.oracle_rate = mode, None, oracle_rate
+    w._target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(attn_backend=None))
+    return w
+
+
+@pytest.mark.parametrize("hybrid,mode,want", [(True, GDN_WY, GDN_WY), (True, GDN_SNAPSHOT, GDN_SNAPSHOT),
+                                              (False, GDN_WY, None)])
+def test_gdn_mode_is_set_once_the_attention_backends_exist(monkeypatch, hybrid, mode, want):
+    w = _worker(monkeypatch, hybrid, mode)
+    assert w.gdn is None
+    w.init_attention_backends()
+    assert w.gdn == want
+
+
+def test_oracle_rate_is_refused_on_hybrid_targets(monkeypatch):
+    w = _worker(monkeypatch, hybrid=True, oracle_rate=0.5)
+    with pytest.raises(NotImplementedError, match="--speculative-ddtree-oracle-rate"):
+        w.init_attention_backends()
+    _worker(monkeypatch, hybrid=False, oracle_rate=0.5).init_attention_backends()  # attention only: served
+
+
+def test_worker_policy_caps_cover_every_width_the_policy_can_pick():
+    from sglang_ddtree.core.budget_policy import BudgetPolicy, StepCostTable
+
+    rows = [dict(config=c, concurrency=1, ms_per_step=1.0) for c in ("DDTREE-8", "DDTREE-32", "DDTREE-chain")]
+    w = object.__new__(DDTreeWorker)
+    w.block_size, w.max_depth = 16, 15
+    w.policy = BudgetPolicy(StepCostTable.from_rows(rows))
+    # Budget 8 and the 15-deep chain both verify in one drafter block (16 positions); 32: 33.
+    assert sorted(w.policy_caps()) == [16, 33]
+    w.policy = None
+    assert w.policy_caps() == {}
