@@ -84,14 +84,17 @@ def reference(batches, tmp_path_factory):
     # Stops that land inside what DDTREE accepts in one step (positions 10 and 20).
     stop_ids = (PROMPTS, [_greedy(N, stop_token_ids=[c[10]]) for c in cont])
     stop_str = (PROMPTS, [_greedy(N, stop=[_clean_stop_word(tok, c)]) for c in cont])
-    stops, _ = _run([stop_ids, stop_str, _follow_ups(cont)])
+    follow_ups = _follow_ups(cont)
+    stops, _ = _run([stop_ids, stop_str, follow_ups])
+    # The oracle knows the follow-ups' continuations too (a follow-up then takes one step).
+    known = list(zip(PROMPTS, cont)) + list(zip(follow_ups[0], _ids(stops[2])))
     oracle = tmp_path_factory.mktemp("oracle")
     files = {}
     for mode in ("first", "sibling", "nowhere"):
         f = oracle / f"{mode}.json"
         f.write_text(json.dumps({
             "mode": mode,
-            "continuations": {",".join(map(str, p)): c for p, c in zip(PROMPTS, cont)},
+            "continuations": {",".join(map(str, p)): c for p, c in known},
         }))
         files[mode] = str(f)
     return {
