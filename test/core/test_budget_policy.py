@@ -36,6 +36,28 @@ def test_profile_is_exact_for_smaller_budgets_and_silent_for_larger():
     assert p.expected(32) is None  # never verified that large
 
 
+def test_profile_counts_a_node_at_position_b_inside_budget_b():
+    """Boundaries: the budget-b tree holds verify positions 1..b, so a node accepted at
+    position exactly b counts for budget b and one at b + 1 does not; a path filling the
+    whole ``accepted`` row (no -1 padding) counts every one of its accept_len drafts."""
+    p = BudgetPolicy(_table([(f"DDTREE-{b}", 1, 1.0) for b in (8, 16, 32)]), chain=False, flush_every=1)
+    accepted = torch.tensor([
+        [0, 8, 16, 17],  # 3 drafts at 8, 16, 17: budget 8 keeps 1, 16 keeps 2, 32 keeps 3
+        [0, 9, -1, -1],  # 1 draft at 9 (just past 8): budget 8 keeps 0, 16 and 32 keep 1
+        [0, 1, 2, -1],   # 2 drafts at 1, 2: every budget keeps 2
+        [0, -1, -1, -1],  # nothing accepted: 0 everywhere
+    ])
+    accept_len = torch.tensor([3, 1, 2, 0])
+    p.record(32, accepted, accept_len)
+    assert p.expected(8) == pytest.approx((1 + 0 + 2 + 0) / 4)
+    assert p.expected(16) == pytest.approx((2 + 1 + 2 + 0) / 4)
+    assert p.expected(32) == pytest.approx((3 + 1 + 2 + 0) / 4)
+    # Verifying exactly budget 16 makes budget 16 known (and 32 not): a node at 16 counts.
+    q = BudgetPolicy(_table([(f"DDTREE-{b}", 1, 1.0) for b in (8, 16, 32)]), chain=False, flush_every=1)
+    q.record(16, torch.tensor([[0, 8, 16]]), torch.tensor([2]))
+    assert (q.expected(8), q.expected(16), q.expected(32)) == (1.0, 2.0, None)
+
+
 def test_choice_explores_then_picks_the_best_tokens_per_ms():
     t = _table([("DDTREE-8", 1, 10.0), ("DDTREE-8", 16, 12.0), ("DDTREE-64", 1, 12.0), ("DDTREE-64", 16, 60.0),
                 ("DDTREE-chain", 1, 9.0), ("DDTREE-chain", 16, 10.0)])

