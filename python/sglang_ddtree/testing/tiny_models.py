@@ -47,7 +47,7 @@ _WORDS = (
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def build_dir() -> Path:
