@@ -52,8 +52,6 @@ TRIM_GLOBS = [
     "sgl_kernel/**/spatial*.so", "sgl_kernel/sm100", "sglang/multimodal_gen", "sglang/test",
     # (dist-info RECORD files stay: tvm_ffi locates native libraries through them.)
     "xgrammar/**/*.a", "**/__pycache__",
-    # The CPU demo's trained SmolLM2 drafter (16 MiB) is not needed on the GPU host.
-    "sglang_ddtree/assets",
     # Pulled in by IPython / outlines / blobfile but not imported on the serving path.
     "jedi", "parso", "pycountry", "Cryptodome",
     # flashinfer JIT needs its headers, not CUTLASS's examples, tools and docs.

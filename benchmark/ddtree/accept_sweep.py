@@ -2,7 +2,7 @@
 chain, on real prompt sets read from PyPI packages (issue: benchmarks at Qwen3.6-27B scale,
 item 3). Acceptance depends on the drafter/target pair and the prompts, not on the hardware, so
 this runs wherever the pair runs; here: the embedded SmolLM2-135M-Instruct target with the
-DFlash drafter trained for it (python/sglang_ddtree/assets, trained on HumanEval continuations:
+DFlash drafter trained for it (assets/dflash-smollm2-135m, trained on HumanEval continuations:
 HumanEval is in-distribution for it, the other sets are not), on CPU through real sglang.
 It is *not* Qwen3.6-27B's acceptance; the label says so.
 
@@ -128,7 +128,7 @@ def main() -> int:
     import prompt_sets
     from transformers import AutoTokenizer
 
-    from sglang_ddtree.real_models import chat_ids, drafter_path, smollm2_path
+    from sglang_ddtree.demo.real_models import chat_ids, drafter_path, smollm2_path
 
     target, draft = str(smollm2_path()), str(drafter_path())
     tok = AutoTokenizer.from_pretrained(target)

@@ -12,7 +12,7 @@ import time
 if __name__ == "__main__":
     import sglang as sgl
 
-    from sglang_ddtree import tiny_models
+    from sglang_ddtree.testing import tiny_models
 
     model = sys.argv[1]
     algo = sys.argv[2] if len(sys.argv) > 2 else None

@@ -100,7 +100,7 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """Each configuration in its own process; DDTREE-only arguments reach DDTREE only (a DDTREE
     flag given to the no-spec engine would fail its launch); DDTREE-auto serves with the budget
     policy over the sweep's own table."""
-    from sglang_ddtree import tiny_models
+    from sglang_ddtree.testing import tiny_models
 
     out = tmp_path / "sc.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
@@ -142,7 +142,7 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
 def test_step_cost_auto_over_a_given_table(tmp_path):
     """DDTREE-auto in a sweep of its own (no DDTREE-<budget> before it) serves from --auto-table
     merged with this sweep's rows: the chain measured here, budget 8 only in the given table."""
-    from sglang_ddtree import tiny_models
+    from sglang_ddtree.testing import tiny_models
 
     given = tmp_path / "earlier.json"
     given.write_text(json.dumps({"meta": {}, "rows": [

@@ -6,7 +6,7 @@ import contextlib
 import functools
 from typing import Dict, List
 
-from sglang_ddtree import tiny_models
+from sglang_ddtree.testing import tiny_models
 
 # Prompts of mixed lengths (token ids of the tiny tokenizer's vocabulary).
 PROMPTS: List[List[int]] = [

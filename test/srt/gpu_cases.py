@@ -62,7 +62,7 @@ def rerun_reference(model: str) -> str:
 
 
 def _path(name: str) -> str:
-    from sglang_ddtree import tiny_models
+    from sglang_ddtree.testing import tiny_models
 
     return str(tiny_models.model_path(name))
 

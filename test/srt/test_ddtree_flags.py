@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_ddtree import tiny_models
+from sglang_ddtree.testing import tiny_models
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cpu_engine import PROMPTS, engine_kwargs, patched_env
-from sglang_ddtree import tiny_models
+from sglang_ddtree.testing import tiny_models
 
 pytestmark = pytest.mark.e2e
 

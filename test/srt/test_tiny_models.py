@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from sglang_ddtree import tiny_models
+from sglang_ddtree.testing import tiny_models
 
 
 def test_factory_is_deterministic_across_build_dirs(tmp_path):
     # Build in a fresh directory in another process and compare file hashes with the cache.
     code = (
-        "from sglang_ddtree import tiny_models as t;"
+        "from sglang_ddtree.testing import tiny_models as t;"
         "print(t.fingerprint('llama'));print(t.fingerprint('dflash-llama'))"
     )
     env = dict(__import__("os").environ, SGLANG_DDTREE_BUILD_DIR=str(tmp_path))

@@ -164,7 +164,7 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     import sglang.srt.server_args as sa
     import sglang.srt.utils.common as common
 
-    from sglang_ddtree import tiny_models
+    from sglang_ddtree.testing import tiny_models
 
     gpu = 16000.0
     monkeypatch.setattr(sa, "get_device_memory_capacity", lambda *a, **k: gpu)

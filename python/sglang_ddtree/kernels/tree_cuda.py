@@ -19,8 +19,8 @@ from typing import Optional
 
 import torch
 
+from ..config import BUILD_DIR, VERBOSE_BUILD
 from ..config import PREBUILT_DIR as PREBUILT_DIR_ENV
-from ..config import VERBOSE_BUILD
 from ..core.accept import Acceptance
 from ..core.tree_builder import DraftTree, _caps
 from ..core.verify_layout import VerifyLayout
@@ -116,23 +116,25 @@ def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
     return dest
 
 
-def _compile(build_directory):
-    """JIT-compile (and import) the extension in ``build_directory`` for TORCH_CUDA_ARCH_LIST."""
+def _compile(build_directory: Optional[Path]):
+    """JIT-compile (and import) the extension for TORCH_CUDA_ARCH_LIST, in ``build_directory``
+    (None: torch's extension cache)."""
     from torch.utils.cpp_extension import load
 
     return load(name=_NAME, sources=[str(_CSRC / n) for n in _SOURCES], extra_cuda_cflags=_CFLAGS,
-                build_directory=str(build_directory), verbose=bool(VERBOSE_BUILD.get()))
+                build_directory=None if build_directory is None else str(build_directory),
+                verbose=bool(VERBOSE_BUILD.get()))
 
 
 @functools.lru_cache(maxsize=1)
 def _load():
-    from ..tiny_models import build_dir
-
     prebuilt = _load_prebuilt(Path(PREBUILT_DIR_ENV.get() or PREBUILT_DIR))
     if prebuilt is not None:
         return prebuilt
-    out = build_dir().parent / "torch_ext" / "ddtree_tree"
-    out.mkdir(parents=True, exist_ok=True)
+    out = None
+    if BUILD_DIR.get():
+        out = Path(BUILD_DIR.get()) / "torch_ext" / "ddtree_tree"
+        out.mkdir(parents=True, exist_ok=True)
     return _compile(out)
 
 

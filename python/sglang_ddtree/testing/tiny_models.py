@@ -25,6 +25,8 @@ import random
 from pathlib import Path
 from typing import Callable, Dict
 
+from ..config import BUILD_DIR
+
 # Bump when the recipe changes so cached directories are rebuilt.
 RECIPE_VERSION = "3"
 
@@ -47,11 +49,11 @@ _WORDS = (
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def build_dir() -> Path:
-    env = os.environ.get("SGLANG_DDTREE_BUILD_DIR")
+    env = BUILD_DIR.get()
     base = Path(env) if env else repo_root() / "build"
     return base / "tiny"
 

