@@ -16,7 +16,7 @@
 # not need a new bundle), installs pytest from .whl/ if the host lacks it, and runs:
 #   test  ARGS  -> python -m pytest ARGS        (GPU results under $OUT/tests)
 #   bench ARGS  -> python ARGS --out $OUT/...   (the script decides its file names)
-#   cases ARGS  -> python test/srt/gpu_cases.py all --out $OUT/cases ARGS
+#   cases ARGS  -> python test/e2e/gpu_cases.py all --out $OUT/cases ARGS
 # Everything is logged to $OUT/run.log.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,6 +90,6 @@ cd "$ROOT"
 case "$what" in
   test) python3 -m pytest -q -p no:cacheprovider -rA "$@" ;;
   bench) script=$1; shift; python3 "$script" "$@" ;;
-  cases) python3 test/srt/gpu_cases.py all --out "$OUT/cases" "$@" ;;
+  cases) python3 test/e2e/gpu_cases.py all --out "$OUT/cases" "$@" ;;
   *) echo "gpu_run.sh: unknown selection '$what' (test|bench|cases)" >&2; exit 2 ;;
 esac

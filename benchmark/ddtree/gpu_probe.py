@@ -2,7 +2,7 @@
 
 Usage: python benchmark/ddtree/gpu_probe.py <model> [<algorithm> [<budget>]]
 A quick probe for the offline GPU host; the full equality checks live in
-test/srt/test_gpu_smoke.py.
+test/e2e/test_gpu_smoke.py.
 """
 
 import json

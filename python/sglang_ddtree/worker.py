@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Dict, Optional
 
 import torch
 

@@ -13,7 +13,7 @@ from sglang_ddtree.core.step import draft_to_verify
 
 class _TorchAsCuda:
     """kernels/tree_cuda.build_tree_and_layout's contract (``budget`` nodes, ``budget + 1``
-    positions), computed with the torch builder: the CUDA kernel equals it (test_gpu_core)."""
+    positions), computed with the torch builder: the CUDA kernel equals it (test/kernels/test_tree_cuda.py)."""
 
     calls = 0
 

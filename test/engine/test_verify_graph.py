@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import types
 
-import pytest
 import torch
 
 from sglang_ddtree.compat.graph_guard import no_graph_for_eager_tree_verify

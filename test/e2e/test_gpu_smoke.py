@@ -7,7 +7,7 @@ per-node state path). Each engine runs in its own process
 (``gpu_cases.py`` says why); results and logs go to ``$SGLANG_DDTREE_GPU_RESULTS`` (default: a
 temporary folder). The developer previews have their own suite, ``test_gpu_preview.py``.
 
-    bash scripts/gpu_run.sh --here test test/srt/test_gpu_smoke.py
+    bash scripts/gpu_run.sh --here test test/e2e/test_gpu_smoke.py
 """
 
 from __future__ import annotations

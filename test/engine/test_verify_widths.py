@@ -1,6 +1,6 @@
 """Per-width target-verify runtimes for ``--speculative-ddtree-budget auto`` with the CUDA-graph
 tree verify (engine/verify_widths.py), on stand-ins for sglang's model runner, spec config and
-graph runner (a real capture needs a GPU: test/srt/gpu_cases.py ``ddtree-auto-*`` cases)."""
+graph runner (a real capture needs a GPU: test/e2e/gpu_cases.py ``ddtree-auto-*`` cases)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ verify cases (the default now; with a no-mask negative control that must mismatc
 budget 128 on the hybrid through sglang's per-node path. A case moves to the smoke suite when
 it passes here and its feature becomes a default.
 
-    bash scripts/gpu_run.sh --here test test/srt/test_gpu_preview.py
+    bash scripts/gpu_run.sh --here test test/e2e/test_gpu_preview.py
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def test_at_most_one_around_hook_of_ours_per_target():
     (compat/graph_init.py), so a DDTREE server log carries no such warning of ours."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    # Distinct functions: a test that registers one of ours again (test_conv_window_layout) is not
+    # Distinct functions: a test that registers one of ours again (test_conv_windows) is not
     # what a server does (plugin.register runs once).
     many = {t: n for t, hooks in HookRegistry._hooks.items()
             if (n := len({h for ht, h, _ in hooks

@@ -1,4 +1,4 @@
-"""CPU checks of the GPU-suite helpers: the near-tie comparison (test/srt/gpu_cases.py) and the
+"""CPU checks of the GPU-suite helpers: the near-tie comparison (test/e2e/gpu_cases.py) and the
 placeholder modules that let EAGLE draft graphs capture on a trimmed host
 (sglang_ddtree/compat/trimmed_bundle.py)."""
 

@@ -192,3 +192,15 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     assert given.mem_fraction_static == 0.5
     # The launch-time mark is gone afterwards (vars(server_args) is what /server_info reports).
     assert not [k for k in vars(ddtree) if k.startswith("_ddtree")] and not [k for k in vars(given) if k.startswith("_ddtree")]
+
+
+def test_reserve_counts_each_width_at_its_own_batch():
+    fp = VerifyFootprint(logits=1000, logits_model=500, wy=2000, attention=300)
+    shared, own = 3000, 800  # logits + wy once; lm_head output + attention per width
+    # widths 16 (any), 65 up to 16, 257 up to 16 requests, at 64 requests
+    per_width = {65: 16, 257: 16}
+    need = verify_reserve_mb(fp, 64, [16, 65, 257], per_width)
+    rows = [64 * 16, 16 * 65, 16 * 257]
+    assert need * MIB == pytest.approx(MARGIN * (max(rows) * shared + sum(rows) * own))
+    assert need < verify_reserve_mb(fp, 64, [16, 65, 257])  # uncapped: 64 x 257 shared
+    assert verify_reserve_mb(fp, 8, [16, 257], {257: 16}) == verify_reserve_mb(fp, 8, [16, 257])

@@ -24,7 +24,7 @@ class _Pp:
 
 class _TextWrapper:
     """Stands in for sglang's ``qwen3_5_text.Qwen3_5ForCausalLM`` (that module needs the fused
-    GDN kernels at import, so it cannot be imported on CPU; test_hybrid_cpu_blockers.py)."""
+    GDN kernels at import, so it cannot be imported on CPU; test/compat/test_cpu.py)."""
 
     def __init__(self, last_rank):
         self.capture_aux_hidden_states = False

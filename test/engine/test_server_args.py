@@ -118,7 +118,7 @@ def _hybrid(cls, **kw):
 
 
 def test_hybrid_target_served_through_the_snapshot_path_when_asked(server_args_cls):
-    # Server args only (the hybrid model cannot run on CPU: test_hybrid_cpu_blockers.py); the
+    # Server args only (the hybrid model cannot run on CPU: test/compat/test_cpu.py); the
     # GPU smoke suite runs DDTREE on the tiny hybrid end to end.
     from sglang_ddtree.server_args import is_hybrid_target
 

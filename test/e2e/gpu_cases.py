@@ -12,8 +12,8 @@ Every engine: bf16, triton attention, pytorch sampling, decode/verify CUDA graph
 (``cuda_graph_max_bs_decode`` 4), prefill CUDA graph off (captured prefill graphs are not what
 this suite checks and cost up to 80 s of start-up per engine).
 
-    python test/srt/gpu_cases.py all --out /tmp/gpu-smoke [--parallel 4] [--only a,b]
-    python test/srt/gpu_cases.py check --out /tmp/gpu-smoke [--suite smoke]   # verdicts from the records alone
+    python test/e2e/gpu_cases.py all --out /tmp/gpu-smoke [--parallel 4] [--only a,b]
+    python test/e2e/gpu_cases.py check --out /tmp/gpu-smoke [--suite smoke]   # verdicts from the records alone
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ CASES = {
                             {"radix_rerun": True, "control": True}),
     # The same with sglang's extra-buffer strategy forced for the tiny target (XB_ENV; session 8's
     # first run found the switch incomplete: nothing resolved, everything cached as without it;
-    # fixed, test_ddtree_flags.py): decode steps track states at every TRACK_INTERVAL boundary.
+    # fixed, test/engine/test_server_args.py): decode steps track states at every TRACK_INTERVAL boundary.
     # Session 8 on the H200: without speculation a rerun hit a tracked decode-time state
     # (deep); the speculative cases hit none (DFLASH and DDTREE alike: 0 cached tokens) because
     # the rerun prompts extend the plain run's output, which their first rounds left at early
