@@ -156,7 +156,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
     slots = bs + 1
     state = torch.randn(slots, HV, V, K, device=dev) * 0.1
     sidx = torch.arange(bs, device=dev, dtype=torch.int32)
-    anc = lay.ancestor_mask.to(torch.uint8).to(dev)  # as the engine keeps it (compat/gdn_wy.py)
+    anc = lay.ancestor_mask.to(torch.uint8).to(dev)  # as the engine keeps it (engine/tree_gdn.py)
     parent = lay.parent.to(dev)
     x = torch.randn(T, C, device=dev, dtype=bf)
     w = torch.randn(C, KW, device=dev, dtype=bf)
@@ -191,7 +191,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # ("impl:block_t:block_v"), to pick the defaults.
         out["ours_conv_only_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent), iters) * LAYERS
         out["ours_gdn_only_ms_48"] = _time(lambda: ours(conv=False), iters) * LAYERS  # issue 6's goals
-        # The fp32-accurate products beside the default's (the default before session 12).
+        # The fp32-accurate products beside the default's.
         if extras:
             out["ours_gdn_only_fp32acc_ms_48"] = _time(lambda: ours(conv=False, flags=("solvetf32", "parts3")),
                                                        iters) * LAYERS
@@ -290,8 +290,8 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         # Each node's parent (node index within its request; the root's is never read). Upstream's
         # tree conv writes these from the first-child / next-sibling links and its GDN kernel reads
         # them to load the parent's snapshot; the GDN kernel timed alone runs before any conv, so
-        # they are given here from the layout (left uninitialised, as up to session 15, its reads
-        # went to arbitrary snapshots: an illegal address at bs 64 in session 16).
+        # they are given here from the layout (left uninitialised, as before, its reads
+        # went to arbitrary snapshots: an illegal address at bs 64 on the H200).
         rpt = lay.parent.to(dev, torch.int64).contiguous()
         # The chain row runs upstream's chain mode (what DFLASH uses: no tree links, parent = previous).
         fc, ns = lay.first_child.to(dev).contiguous(), lay.next_sibling.to(dev).contiguous()
@@ -321,7 +321,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
         if upstream_conv_max_nodes is not None and N > upstream_conv_max_nodes:
             # The tree conv kernel unrolls its token loop over the nodes (causal_conv1d_triton.py:
             # tl.static_range(seqlen)); at 257 nodes its compile did not finish within ~400 s on
-            # the H200 (RESULTS.md sessions 13 and 15), so such cells compare the GDN kernels alone.
+            # the H200 (results/ARCHIVE.md), so such cells compare the GDN kernels alone.
             out["upstream_conv_skipped"] = (f"{N} nodes > --upstream-conv-max-nodes {upstream_conv_max_nodes}: "
                                             "upstream's tree conv compiles unrolled over the nodes")
         else:

@@ -77,7 +77,7 @@ def device_facts(measure_bandwidth: bool) -> dict:
     """``{"device": name, "copy_bandwidth_gbs": x}`` from a process of its own. The sweep's parent
     must hold no GPU memory while the engines run: in-process, the caching allocator kept the
     4 GiB of copy buffers (plus the CUDA context) for the whole sweep, and budgets 64 / 128 / 256
-    and auto ran out of memory capturing their 64-request verify graphs beside it (session 14)."""
+    and auto ran out of memory capturing their 64-request verify graphs beside it."""
     code = ("import json, sys; sys.path.insert(0, %r); import torch, step_cost as s; "
             "ok = torch.cuda.is_available(); "
             "print(json.dumps({'device': torch.cuda.get_device_name() if ok else 'cpu', "
@@ -164,7 +164,7 @@ def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
 
 def collect_child(rc, rows_file: Path):
     """``(rows, failure)`` of one configuration's process: the rows it saved, and None or what
-    to record as its failure. Rows measured before a failure stay (session 11: an engine whose
+    to record as its failure. Rows measured before a failure stay (an engine whose
     shutdown outlasted the case limit after its rows were measured), and the failure says so."""
     rows = json.loads(rows_file.read_text()) if rows_file.exists() else []
     if rc == 0 and rows:
@@ -192,8 +192,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
               max_running_requests=max(concurrency), log_level="error")
     if dev == "cuda":
         # sglang's automatic --mem-fraction-static (DDTREE lowers it by its verify graphs' need,
-        # compat/verify_memory.py): a fixed 0.85 left budgets 64+ at 64 requests too little
-        # (session 14). --engine-arg mem_fraction_static=... still pins it.
+        # engine/verify_memory.py): a fixed 0.85 left budgets 64+ at 64 requests too little.
+        # --engine-arg mem_fraction_static=... still pins it.
         kw["cuda_graph_max_bs_decode"] = max(concurrency)
     else:
         kw.update(disable_overlap_schedule=True, max_total_tokens=16384, mem_fraction_static=0.3)

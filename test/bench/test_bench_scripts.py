@@ -34,7 +34,7 @@ def test_bench_gdn_tree_smoke(tmp_path):
 
 
 def test_bench_gdn_tree_defaults_only(tmp_path):
-    """``--defaults-only``: per cell ours as the engine runs it, none of the A/B timings (session 14:
+    """``--defaults-only``: per cell ours as the engine runs it, none of the A/B timings (measured:
     with them a 27B cell took ~100 s and the upstream cells did not fit the call)."""
     out = tmp_path / "gdn.json"
     env = dict(os.environ, TRITON_INTERPRET="1")
@@ -180,7 +180,7 @@ def test_step_cost_rejects_bad_caps(tmp_path, spec, msg):
 
 
 def test_step_cost_keeps_rows_measured_before_a_failure(tmp_path):
-    """A configuration whose process fails or times out after saving rows (session 11: an engine
+    """A configuration whose process fails or times out after saving rows (an engine
     whose shutdown outlasted the case limit) keeps them, with the failure saying so; one that
     saved nothing is a plain failure; a clean exit with rows is no failure."""
     import step_cost as sc
@@ -235,7 +235,7 @@ def test_step_cost_auto_needs_budget_rows_before_any_engine(tmp_path):
     with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
         sc.check_auto_table(["DDTREE-auto"], table)
     # A chain-only table is enough when this sweep measures a budget before auto (the merge puts
-    # that row beside the table's; session 14's call 3 was refused for this at first).
+    # that row beside the table's; a call was refused for this at first).
     sc.check_auto_table(["DDTREE-16", "DDTREE-8", "DDTREE-auto"], table)
     with pytest.raises(SystemExit, match="no DDTREE-<budget> rows"):
         sc.check_auto_table(["DDTREE-auto", "DDTREE-16"], table)
@@ -332,7 +332,7 @@ def test_auto_verdict_against_the_best_fixed_choice_and_noise(tmp_path):
 
 def test_step_cost_device_facts_come_from_a_process_of_their_own():
     """The sweep's parent asks a child for the device name and copy bandwidth, so it holds no GPU
-    memory beside the engines (session 14: 4.5 GiB kept in the parent ran 64-request verify
+    memory beside the engines (4.5 GiB kept in the parent ran 64-request verify
     graph captures out of memory). Without a GPU: the CPU and no bandwidth."""
     import step_cost as sc
     import torch

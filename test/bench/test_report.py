@@ -71,7 +71,7 @@ def test_chain_takes_dflash_acceptance_and_auto_gets_step_cost_only(report, tmp_
 
 
 def test_ratio_falls_back_to_the_chain_without_dflash(report, tmp_path):
-    """A sweep without a DFLASH row (session 9's call 3): the ratio is taken against the chain
+    """A sweep without a DFLASH row: the ratio is taken against the chain
     through DDTREE's worker (DFLASH's drafts), and the table says so."""
     sc = {"meta": {}, "rows": [
         {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 20.0},

@@ -37,7 +37,7 @@ def test_hook_target_resolves(target):
 
 
 def test_at_most_one_around_hook_of_ours_per_target():
-    """sglang's HookRegistry warns on every target with several AROUND hooks (session 16's server
+    """sglang's HookRegistry warns on every target with several AROUND hooks (an earlier server
     logs showed it for ModelRunner.init_cuda_graphs): ours are composed into one per target
     (compat/graph_init.py), so a DDTREE server log carries no such warning of ours."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType

@@ -11,21 +11,14 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from sglang_ddtree.core.accept import tree_walk, tree_walk_reference
-from sglang_ddtree.core.tree_builder import build_tree
+from random_trees import random_trees
 from sglang_ddtree.core.verify_layout import build_verify_layout
-
-
-def _random_trees(seed, bs, L, K, B):
-    g = torch.Generator().manual_seed(seed)
-    lp = torch.sort(torch.log_softmax(torch.randn(bs, L, 50, generator=g), -1), -1, descending=True).values[..., :K]
-    ids = torch.stack([torch.randperm(50, generator=g)[:K] for _ in range(bs * L)]).view(bs, L, K)
-    return build_tree(lp, ids, B)
 
 
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), bs=st.integers(1, 3), L=st.integers(1, 6), K=st.integers(1, 4), B=st.integers(1, 30))
 def test_walk_matches_brute_force(seed, bs, L, K, B):
-    tree = _random_trees(seed, bs, L, K, B)
+    tree = random_trees(seed, bs, L, K, B)
     lay = build_verify_layout(tree, torch.zeros(bs, dtype=torch.long), torch.zeros(bs, dtype=torch.long), L)
     rng = random.Random(seed)
     # Targets that follow the tree part of the way (so acceptance really happens), then noise.

@@ -219,7 +219,7 @@ def test_steady_state_read_back_never_waits_for_the_device(monkeypatch):
 def test_a_tree_must_beat_the_chain_by_more_than_the_margin():
     """The table's rows come from separate engines whose step times differ by a few percent: a
     tree within ``chain_margin`` of the chain's tokens per ms is not worth its extra per-step
-    work (session 17: budget 8 read 0.5% cheaper than another call's chain and ran behind it)."""
+    work (budget 8 read 0.5% cheaper than another call's chain and ran behind it)."""
     t = _table([("DDTREE-8", 64, 133.07), ("DDTREE-16", 64, 150.0), ("DDTREE-chain", 64, 133.77)])
     p = BudgetPolicy(t, refresh_every=1000, flush_every=1)
     p._mean.update({8: 1.0, 16: 1.0, CHAIN: 1.0})

@@ -7,21 +7,15 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from sglang_ddtree.core.tree_builder import build_tree, pad_tree
+from random_trees import random_trees
+from sglang_ddtree.core.tree_builder import pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout, build_verify_layout_reference, pad_layout
-
-
-def _random_trees(seed, bs, L, K, B):
-    g = torch.Generator().manual_seed(seed)
-    lp = torch.sort(torch.log_softmax(torch.randn(bs, L, 50, generator=g), -1), -1, descending=True).values[..., :K]
-    ids = torch.stack([torch.randperm(50, generator=g)[:K] for _ in range(bs * L)]).view(bs, L, K)
-    return build_tree(lp, ids, B)
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), bs=st.integers(1, 3), L=st.integers(1, 6), K=st.integers(1, 4), B=st.integers(1, 40))
 def test_layout_matches_reference(seed, bs, L, K, B):
-    tree = _random_trees(seed, bs, L, K, B)
+    tree = random_trees(seed, bs, L, K, B)
     roots = torch.arange(bs) + 7
     prefix = torch.randint(0, 100, (bs,), generator=torch.Generator().manual_seed(seed))
     fast = build_verify_layout(tree, roots, prefix, max_depth=L)
@@ -52,7 +46,7 @@ def test_padded_layout_equals_the_layout_of_the_padded_tree(seed, bs, L, K, B, e
     """What the worker does after the CUDA builder (exactly budget + 1 positions) when the verify
     width is padded up to the draft block: the same layout the torch path builds from the padded
     tree, field by field."""
-    tree = _random_trees(seed, bs, L, K, B)
+    tree = random_trees(seed, bs, L, K, B)
     roots = torch.arange(bs) + 3
     prefix = torch.randint(0, 100, (bs,), generator=torch.Generator().manual_seed(seed))
     n = B + 1 + extra
@@ -64,6 +58,6 @@ def test_padded_layout_equals_the_layout_of_the_padded_tree(seed, bs, L, K, B, e
 
 
 def test_pad_layout_refuses_to_shrink():
-    lay = build_verify_layout(_random_trees(1, 1, 2, 2, 4), torch.tensor([1]), torch.tensor([5]), max_depth=2)
+    lay = build_verify_layout(random_trees(1, 1, 2, 2, 4), torch.tensor([1]), torch.tensor([5]), max_depth=2)
     with pytest.raises(ValueError, match="cannot pad"):
         pad_layout(lay, 3)

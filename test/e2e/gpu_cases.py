@@ -46,11 +46,11 @@ ORACLE_NEW = 33
 # target's prefilled continuation left the decoded one at the first token, top-2 gap 0.23).
 RERUN_AT = 20
 TRACK_INTERVAL = 16
-# What the H200 showed for every rerun on the tiny hybrid (session 7): with its radix-cache
+# What the H200 showed for every rerun on the tiny hybrid: with its radix-cache
 # strategy unresolved (no tracking; see the radix cases below), reruns from cached prefixes leave the cache-less rerun, with and without
 # speculation (sglang's DFLASH too), and no decode step is cached at a tracking boundary.
 RERUN_KNOWN = ("tiny hybrid: reruns from cached prefixes differ from the cache-less rerun in sglang 0.5.17 with "
-               "and without speculation (RESULTS.md session 7); this case matched its sglang control")
+               "and without speculation (results/ARCHIVE.md); this case matched its sglang control")
 # Test-only: sglang's extra-buffer strategy (decode-time state tracking) for the tiny text-only
 # hybrid target (testing/extra_buffer_arch.py), so the tracking paths run on a GPU.
 XB_ENV = {"SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS": "Qwen3_5ForCausalLM"}
@@ -78,7 +78,7 @@ def _standalone(draft):
 
 def _ddtree(budget, model="llama", topk=4, **extra):
     # Hybrid cases name their GDN mode: unnamed (no "-wy") is sglang's per-node path, whatever
-    # the engine's default (wy since session 8); None leaves the default to the engine.
+    # the engine's default (wy); None leaves the default to the engine.
     if model == "qwen35":
         extra.setdefault("speculative_ddtree_gdn_mode", "snapshot")
     extra = {k: v for k, v in extra.items() if v is not None}
@@ -94,7 +94,7 @@ AUTO_ROWS = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0
 
 
 # The same with budget 32 measured at one request only: its width-33 graphs are captured for one
-# request (compat/verify_widths.py caps each width at what the policy can choose it at), and the
+# request (engine/verify_widths.py caps each width at what the policy can choose it at), and the
 # policy picks it only when one request is left.
 AUTO_ROWS_CAPPED = [r for r in AUTO_ROWS if not (r[0] == "DDTREE-32" and r[1] > 1)]
 
@@ -142,7 +142,7 @@ CASES = {
                                                      disable_radix_cache=True), {}),
     # Every verify a padded graph replay: graphs for batch size 8 only, at most 4 requests, so
     # 4+ rows a step carry sglang's PAD_SLOT_ID (-1) — what crashed the 27B at 64 requests before
-    # the verify kernels read that slot as slot 0 (session 11).
+    # the verify kernels read that slot as slot 0.
     "ddtree32-qwen35-wy-padded": ("qwen35", lambda: _ddtree(32, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                             disable_radix_cache=True, cuda_graph_max_bs_decode=8,
                                                             cuda_graph_bs_decode=[8]), {}),
@@ -156,7 +156,7 @@ CASES = {
                                                           speculative_ddtree_eager_verify=True,
                                                                         disable_radix_cache=True),
                                               {"oracle": "first", "env": {"SGLANG_DDTREE_WY_CHECK": "1"}}),
-    # wy with overlap scheduling off, and one request at a time (session 5: every wy case chose
+    # wy with overlap scheduling off, and one request at a time (every wy case chose
     # the same wrong tokens; these separate scheduling and batching from the kernels' math).
     "ddtree8-qwen35-wy-nooverlap": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                               disable_radix_cache=True, disable_overlap_schedule=True), {}),
@@ -179,7 +179,7 @@ CASES = {
                                                                   disable_radix_cache=True), {"oracle": "first"}),
     "ddtree16-qwen35-wy-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                     disable_radix_cache=True), {"oracle": "sibling"}),
-    # Variants that located that mismatch (session 3): no CUDA graphs, a padded chain (budget 8,
+    # Variants that located that mismatch: no CUDA graphs, a padded chain (budget 8,
     # topk 1: 9 tree nodes in a 16-wide verify), topk 2, no radix cache, one request at a time;
     # the first three write the per-step debug JSONL.
     "ddtree8-qwen35-eager": ("qwen35", lambda: _ddtree(8, "qwen35", disable_cuda_graph=True), {"debug": True, "eager": True}),
@@ -226,14 +226,14 @@ CASES = {
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
     # is outside sglang 0.5.17's hybrid radix-cache resolution (_MAMBA_RADIX_CACHE_ARCHS), so the
     # strategy stays unresolved: no decode-time state tracking, the cache keeps the live state
-    # when it inserts. The reruns restart from cached prefixes; sessions 7-8 on the H200: DDTREE
+    # when it inserts. The reruns restart from cached prefixes; on the H200: DDTREE
     # snapshot reran token for token and cache depth for depth like sglang's DFLASH; wy like
     # DFLASH except request 4 from position 11 (both sessions); all, and the rerun without
     # speculation, left the cache-less rerun (known: RERUN_KNOWN).
     "ddtree8-qwen35-wy-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                           mamba_track_interval=TRACK_INTERVAL), {
         "radix_rerun": True, "rerun_like": "dflash-qwen35-radix",
-        # Sessions 7 and 8 alike: request 4's rerun leaves DFLASH's at position 11 (DFLASH
+        # In two H200 runs alike: request 4's rerun leaves DFLASH's at position 11 (DFLASH
         # refuses log-probs, so whether that is a near-tie is unknown); compared up to there.
         "rerun_like_known_cut": {3: 11}}),
     "ddtree8-qwen35-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="snapshot",
@@ -241,7 +241,7 @@ CASES = {
                              {"radix_rerun": True, "rerun_like": "dflash-qwen35-radix"}),
     # The wy tracked state against sglang's per-node state of the same node (cross-check mode
     # runs both verifies; one log line per step that tracked). Needs an extra-buffer target: on
-    # the tiny one nothing is tracked (session 7), reported as known, never as a pass.
+    # the tiny one nothing is tracked, reported as known, never as a pass.
     "ddtree8-qwen35-wy-check-radix": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                           speculative_ddtree_eager_verify=True,
                                                                 mamba_track_interval=TRACK_INTERVAL), {
@@ -256,10 +256,10 @@ CASES = {
                             {"radix_rerun": True, "eager": True, "control": True}),
     "dflash-qwen35-radix": ("qwen35", lambda: dict(_dflash("qwen35"), mamba_track_interval=TRACK_INTERVAL),
                             {"radix_rerun": True, "control": True}),
-    # The same with sglang's extra-buffer strategy forced for the tiny target (XB_ENV; session 8's
+    # The same with sglang's extra-buffer strategy forced for the tiny target (XB_ENV; an earlier run's
     # first run found the switch incomplete: nothing resolved, everything cached as without it;
     # fixed, test/engine/test_server_args.py): decode steps track states at every TRACK_INTERVAL boundary.
-    # Session 8 on the H200: without speculation a rerun hit a tracked decode-time state
+    # On the H200: without speculation a rerun hit a tracked decode-time state
     # (deep); the speculative cases hit none (DFLASH and DDTREE alike: 0 cached tokens) because
     # the rerun prompts extend the plain run's output, which their first rounds left at early
     # bf16 near-ties (not "deep" here for that reason); DDTREE (snapshot and wy) reran token for
@@ -278,7 +278,7 @@ CASES = {
                                                           speculative_ddtree_eager_verify=True,
                                                                    mamba_track_interval=TRACK_INTERVAL), {
         "track_check": True, "env": dict(XB_ENV, SGLANG_DDTREE_WY_CHECK="1")}),
-    # The engine's own default for a hybrid target with the radix cache on (wy since session 8).
+    # The engine's own default for a hybrid target with the radix cache on (wy).
     "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
@@ -296,14 +296,14 @@ ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
 
 # Developer-preview and known-limit configurations: their own suite (test_gpu_preview.py), so the
 # smoke suite (test_gpu_smoke.py) states what is expected to work. Preview: the explicit
-# CUDA-graph cases (the graph tree verify is the default since session 5, so every smoke DDTREE
+# CUDA-graph cases (the graph tree verify is the default, so every smoke DDTREE
 # case asserts replays too; these keep the no-mask control and the wy graph variants), the wy
 # diagnostics (cross-check, synchronous launches, scheduling variants) and budget 128 in wy mode,
 # budget 128 on the hybrid through sglang's per-node path (its tree conv kernel compiles an
 # unrolled loop over the verify width: the graph capture took 387 s on the H200), and budget auto
-# with per-width verify graphs and the radix-cache reruns (new in session 6, not yet run on a
+# with per-width verify graphs and the radix-cache reruns (newer, not yet run on a
 # GPU). wy mode itself is in the
-# smoke suite since it matched plain decoding on the H200 (RESULTS.md session 6).
+# smoke suite since it matched plain decoding on the H200 (results/ARCHIVE.md).
 WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree64-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
             "ddtree16-qwen35-wy-oracle-sibling")
 PREVIEW = tuple(n for n in CASES if ("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
@@ -428,7 +428,7 @@ def run_case(name: str, out: Path) -> dict:
                 time.sleep(1)
             ref = json.loads(ref_file.read_text())["output_ids"]
             # The references record their top-2 (near-tie cuts in the comparisons against them);
-            # sglang 0.5.17's DFLASH refuses log-probs (session 8: the request fails), so its
+            # sglang 0.5.17's DFLASH refuses log-probs (the request fails), so its
             # rerun is compared token for token.
             wants_top2 = checks.get("rerun_ref") or name in RERUN_LIKES
             top2 = (dict(return_logprob=True, top_logprobs_num=2)
@@ -569,7 +569,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
     if checks.get("expect_mismatch"):  # a negative control: it must fail the equality
         assert not passed, cmp
         return None
-    # DDTREE's tree verify replays CUDA graphs by default (compat/verify_graph.py): every DDTREE
+    # DDTREE's tree verify replays CUDA graphs by default (engine/verify_graph.py): every DDTREE
     # case with graphs allowed must show replays.
     graphs = checks.get("graphs", name.startswith("ddtree") and not checks.get("eager")
                         and not CASES[name][1]().get("speculative_ddtree_eager_verify"))
@@ -609,7 +609,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                         assert got == r, dict(request=i, got=got, like=r)
             if checks.get("deep"):  # a tracked decode-time state was cached and reused
                 # (the cache keeps a request's last tracked state only: a rerun shorter than it
-                # cannot use it, so not every request hits; session 8: 0/16/0/0)
+                # cannot use it, so not every request hits; on the H200: 0/16/0/0)
                 assert any(c >= TRACK_INTERVAL for c in rr["cached_tokens"]), rr["cached_tokens"]
             want = _ok(results, rerun_reference(rec["model"]))["rerun"]
             rcmp = [compare_to_reference(got, r, top2)

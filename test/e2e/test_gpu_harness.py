@@ -77,8 +77,8 @@ def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     good = dict(output_ids=cont, cached_tokens=[16, 16, 32, 5])
     assert gpu_cases.assert_speculative(results(good), "ddtree8-qwen35-radix") is None
     assert gpu_cases.assert_speculative(results(good), "nocache-qwen35-rerun") is None
-    # Shallow cache hits that leave the cache-less rerun, as DFLASH's did on the tiny hybrid
-    # (session 7): reported as the known limit, not as a pass.
+    # Shallow cache hits that leave the cache-less rerun, as DFLASH's did on the tiny hybrid:
+    # reported as the known limit, not as a pass.
     shallow = dict(output_ids=[[7] * 20] * 4, cached_tokens=[5, 3, 19, 9])
     assert gpu_cases.assert_speculative(results(shallow), "ddtree8-qwen35-radix").startswith("known:")
     for got, like in ((shallow, dict(shallow, cached_tokens=[16, 16, 32, 5])),  # cached other depths than DFLASH

@@ -1,6 +1,6 @@
 """The package's shape, checked from its source: no import cycle between its modules (module-level
 and function-local imports alike), the core and the kernels import no sglang, every
-``SGLANG_DDTREE_*`` variable is declared in config.py and read nowhere else, and no code or
+``SGLANG_DDTREE_*`` variable is declared in config.py and read nowhere else, and no code, test or
 docstring names a numbered work session (history lives in git and RESULTS)."""
 
 from __future__ import annotations
@@ -139,8 +139,13 @@ def _strip_docstrings(tree):
 
 def test_no_numbered_work_sessions_in_code():
     pattern = re.compile(r"\bsessions? \d+", re.IGNORECASE)
+    root = PKG.parents[1]
     files = [p for p in PKG.rglob("*") if p.suffix in (".py", ".cu", ".cpp", ".h", ".md")]
     files += [p for p in KERNEL_SRC.rglob("*") if p.suffix in (".py", ".cu", ".cpp", ".h", ".md")]
+    # Tests, benchmark scripts and the scripts too (the recorded call scripts under
+    # benchmark/ddtree/results/ are records of what ran, and stay as they ran).
+    files += list((root / "test").rglob("*.py")) + list((root / "benchmark" / "ddtree").glob("*.py"))
+    files += list((root / "scripts").glob("*"))
     hits = [f"{p}:{i + 1}" for p in files for i, line in enumerate(p.read_text(errors="replace").splitlines())
             if pattern.search(line)]
     assert not hits, hits[:20]

@@ -75,7 +75,7 @@ def test_gdn_mode_wy_is_accepted(server_args_cls):
 
 def test_gdn_mode_default_is_wy_except_with_the_no_buffer_radix_cache(server_args_cls):
     # wy measured faster at 27B size; its state tracking (extra_buffer) matched sglang's per-node
-    # path on the H200 (session 8); under no_buffer a rerun left DFLASH's at one token.
+    # path on the H200; under no_buffer a rerun left DFLASH's at one token.
     assert _hybrid(server_args_cls).speculative_ddtree_gdn_mode == "wy"
     assert _hybrid(server_args_cls, disable_radix_cache=True).speculative_ddtree_gdn_mode == "wy"
     assert _hybrid(server_args_cls, mamba_radix_cache_strategy="no_buffer").speculative_ddtree_gdn_mode == "snapshot"

@@ -6,7 +6,7 @@ What this pins down: whether the per-node state path (conv kernel deriving paren
 first-child / next-sibling links, recurrent kernel reading each node's parent snapshot, then
 the snapshot of the accepted node copied into the request's slot) is exact on bushy, padded
 best-first trees of several requests at once; the end-to-end hybrid mismatch (RESULTS.md,
-session 2) is then either here or elsewhere in the engine.
+an earlier run) is then either here or elsewhere in the engine.
 
 Shapes: the tiny Qwen3.5 target's GDN layer and Qwen3.6-27B's. bf16 activations, fp32 state
 (sglang's default ``mamba_ssm_dtype``). Tolerance as in test/kernels/test_verify.py: 1e-2 relative to

@@ -1,5 +1,5 @@
 """engine/verify_memory.py: what a DDTREE verify graph keeps beside the static pools, and the
-automatic --mem-fraction-static lowered by it (session 14: budgets 64 / 128 / 256 and auto ran
+automatic --mem-fraction-static lowered by it (budgets 64 / 128 / 256 and auto ran
 out of memory capturing 64-request verify graphs of the 27B on the H200)."""
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def test_attention_buffers_by_backend_and_context():
 
 
 def test_reserve_matches_the_h200_graph_captures():
-    """RESULTS.md session 15 (27B, triton, 262144 context, 64 requests): the chain's verify graphs
+    """results/ARCHIVE.md (27B, triton, 262144 context, 64 requests): the chain's verify graphs
     (64 x 16 positions) took 6.30 GB; budget 64's capture ran out of memory with 24.6 GB beside the
-    pools (sglang's automatic fraction less session 14's reserve, which counted only the fp32
+    pools (sglang's automatic fraction less an earlier reserve, which counted only the fp32
     logits and the wy inputs: 12.3 GiB); its pre-forward buffers alone took 13.8 GB (3.3 MB per
     position: the triton indices and mask, the fp32 logits)."""
     fp = verify_footprint(QWEN36, "wy", attention_backend="triton")
@@ -90,7 +90,7 @@ def test_reserve_matches_the_h200_graph_captures():
 
 
 def test_reserve_matches_the_h200_auto_captures():
-    """RESULTS.md session 16 (27B, triton, context 8192, budget auto with width caps): width 257's
+    """results/ARCHIVE.md (27B, triton, context 8192, budget auto with width caps): width 257's
     graphs at 1 / 4 / 16 requests took 20.22 GB (with the shared logits buffer made for 129 x 64
     rows and the wy inputs for its own 257 x 16); width 129's at up to 64 requests 23.9 GB more,
     of which 17.9 GB a second wy storage (now made once for the most rows). Listed per width
