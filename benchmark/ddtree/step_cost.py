@@ -50,7 +50,21 @@ def _ddtree_counts(engine):
     out = {"steps": dd.get("steps", 0), "verify_cuda_graph_steps": dd.get("verify_cuda_graph_steps", 0)}
     for k, v in ((dd.get("budget_policy") or {}).get("steps_by_choice") or {}).items():
         out[f"choice_{k}"] = v
+    phases = dd.get("phase_timing")  # SGLANG_DDTREE_PHASE_TIMING=1 (--phases)
+    if phases:
+        out["phase_steps"] = phases.get("steps", 0)
+        for k, v in (phases.get("ms_sum") or {}).items():
+            out[f"phase_ms_{k}"] = v
     return out
+
+
+def phase_ms_per_step(timed: dict) -> Optional[dict]:
+    """Device ms per decode step and phase over the timed steps (the differences of
+    :func:`_ddtree_counts` around them), or None without phase timing."""
+    n = timed.get("phase_steps") or 0
+    if not n:
+        return None
+    return {k[len("phase_ms_"):]: round(v / n, 4) for k, v in timed.items() if k.startswith("phase_ms_")}
 
 def memory_bandwidth_gbs(gib: float = 2.0) -> float:
     """Device-to-device copy bandwidth (read + write bytes per second), median of 10."""
@@ -239,7 +253,11 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             if rounds > 1:
                 rows[-1]["ms_per_step_rounds"] = [round(x[2], 3) for x in per_round]
             if before is not None and after is not None:  # DDTREE: what the timed steps did
-                rows[-1]["timed"] = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+                timed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+                phases = phase_ms_per_step(timed)
+                rows[-1]["timed"] = {k: v for k, v in timed.items() if not k.startswith("phase_")}
+                if phases is not None:
+                    rows[-1]["phase_ms"] = phases
             if profile:
                 rows[-1]["profile"] = _profile_pass(engine, prompts, decode_tokens, dev == "cuda")
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
@@ -335,6 +353,10 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="after the timed passes, per concurrency: device time per decode step by kernel, from "
                          "two traced passes of sglang's profiler (the row's 'profile'; not part of the timing)")
+    ap.add_argument("--phases", action="store_true",
+                    help="DDTREE configurations: device ms per decode step and phase from CUDA events "
+                         "(SGLANG_DDTREE_PHASE_TIMING=1; the row's 'phase_ms'; the events are never waited for in "
+                         "the step)")
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
@@ -386,6 +408,10 @@ def main() -> int:
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
     ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
+    if a.phases:
+        from sglang_ddtree.config import PHASE_TIMING
+
+        os.environ[PHASE_TIMING.name] = "1"  # read by the engine's scheduler processes
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
                        ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),

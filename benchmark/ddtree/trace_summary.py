@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -43,6 +44,26 @@ def trace_kind(events: List[dict]) -> str:
     return "device" if any(e.get("cat") in DEVICE_CATS for e in events) else "cpu_op"
 
 
+# Kernel families, by name (first match wins): what a per-phase table splits the device time into.
+CATEGORIES = (
+    ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|gemv|splitk|matmul|sm90_|sm100_|sm120_", re.I)),
+    ("attention", re.compile(r"_fwd_kernel|attn|attention|flash|flashinfer|decode_.*kernel|extend_.*kernel", re.I)),
+    ("gdn", re.compile(r"gdn|gated_delta|tree_conv|causal_conv|conv1d|fused_recurrent|chunk_|_tree_|commit", re.I)),
+    ("topk_sort", re.compile(r"topk|top_k|sort|radix", re.I)),
+    ("norm", re.compile(r"norm", re.I)),
+    ("copy_elementwise", re.compile(r"copy|memcpy|memset|elementwise|vectorized|index|gather|scatter|cat|fill|"
+                                    r"reduce|arange|where", re.I)),
+)
+
+
+def category(name: str) -> str:
+    """The kernel family of a trace event name (:data:`CATEGORIES`), "other" when none matches."""
+    for cat, pattern in CATEGORIES:
+        if pattern.search(name):
+            return cat
+    return "other"
+
+
 def per_step(short: Dict[str, float], long: Dict[str, float], steps_short: int, steps_long: int,
              top: int = 25) -> dict:
     """Per-decode-step time (ms) per name from the two traces' totals (us).
@@ -55,7 +76,11 @@ def per_step(short: Dict[str, float], long: Dict[str, float], steps_short: int, 
     span = steps_long - steps_short
     diff = {n: (long.get(n, 0.0) - short.get(n, 0.0)) / span / 1e3 for n in set(short) | set(long)}
     ranked = sorted(((n, ms) for n, ms in diff.items() if ms > 0), key=lambda x: -x[1])
+    by_cat: Dict[str, float] = {}
+    for n, ms in diff.items():
+        by_cat[category(n)] = by_cat.get(category(n), 0.0) + ms
     out = {"ms_per_step": round(sum(diff.values()), 4),
+           "by_category": {c: round(ms, 4) for c, ms in sorted(by_cat.items(), key=lambda x: -x[1])},
            "top": [[_short_name(n), round(ms, 4)] for n, ms in ranked[:top]]}
     if out["ms_per_step"] <= 0:  # e.g. host time on a busy CPU: say so rather than pass it off as a time
         out["noise"] = (f"the {steps_long}-step trace summed no more than the {steps_short}-step one: the "

@@ -78,6 +78,11 @@ WY_CHECK = _declare(
 VERBOSE_BUILD = _declare(
     "SGLANG_DDTREE_VERBOSE_BUILD", "developer", "bool", False,
     "Print the compiler commands of the CUDA tree-kernel JIT build.")
+PHASE_TIMING = _declare(
+    "SGLANG_DDTREE_PHASE_TIMING", "developer", "bool", False,
+    "Record CUDA events around each phase of every DDTREE decode step (never waited for on the decode "
+    "path) and report device ms per phase in /server_info ddtree.phase_timing "
+    "(benchmark/ddtree/step_cost.py --phases).")
 BUILD_DIR = _declare(
     "SGLANG_DDTREE_BUILD_DIR", "developer", "path", None,
     "Where the tiny test models and the converted SmolLM2 demo target are cached (default: build/ "

@@ -14,32 +14,44 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from contextlib import contextmanager
-from typing import Dict, Optional
+from typing import Deque, Dict, List, Optional, Tuple
 
 import torch
+
+from .config import PHASE_TIMING
 
 
 class StepTimer:
     """The decode step's phases. Enabled (``--speculative-ddtree-debug-jsonl``): wall-clock
-    timings, synchronising the device at each boundary. Under the torch profiler (sglang's
-    ``/start_profile``), each phase is a ``ddtree.<name>`` range, so a trace attributes the
-    device work launched inside it to the phase (``benchmark/ddtree/trace_summary.py``); nothing
-    is synchronised then."""
+    timings, synchronising the device at each boundary. With ``events`` (a list, from
+    :meth:`PhaseEvents.new_step`): a CUDA event pair around each phase on the current stream, never
+    waited for. Under the torch profiler (sglang's ``/start_profile``), each phase is a
+    ``ddtree.<name>`` range, so a trace attributes the device work launched inside it to the phase
+    (``benchmark/ddtree/trace_summary.py``)."""
 
-    def __init__(self, enabled: bool, device):
+    def __init__(self, enabled: bool, device, events: Optional[List] = None):
         self.enabled = enabled
         self.cuda = enabled and str(device).startswith("cuda")
         self.ms: Dict[str, float] = {}
+        self.events = events
 
     @contextmanager
     def phase(self, name: str):
+        if self.events is not None:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
         if not self.enabled:
             if torch.autograd.profiler._is_profiler_enabled:
                 with torch.profiler.record_function(f"ddtree.{name}"):
                     yield
             else:
                 yield
+            if self.events is not None:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self.events.append((name, start, end))
             return
         if self.cuda:
             torch.cuda.synchronize()
@@ -86,3 +98,72 @@ class DebugLog:
                 if sh is not None:  # --speculative-ddtree-shadow-linear
                     line["shadow_chain_accept_len"], line["shadow_chain_censored"] = sh[0][b], bool(sh[1][b])
                 f.write(json.dumps(line) + "\n")
+
+
+class PhaseEvents:
+    """Device time per decode-step phase, from CUDA events and never a synchronisation on the
+    decode path (``SGLANG_DDTREE_PHASE_TIMING=1``, a developer switch; CUDA only). Each step records
+    ``step`` (its whole span) and its phases; a step is folded into the sums once its last event
+    has completed (checked without waiting), or when :meth:`snapshot` waits for all of them.
+    ``gap`` is the device time between one step's end and the next one's start (the scheduler's
+    work between steps, and the GPU idle while it runs); ``other`` is the step's span outside its
+    phases."""
+
+    MAX_PENDING = 4096
+
+    def __init__(self):
+        self.pending: Deque[List[Tuple[str, torch.cuda.Event, torch.cuda.Event]]] = deque()
+        self.ms_sum: Dict[str, float] = {}
+        self.steps = 0
+        self._last_end: Optional[torch.cuda.Event] = None
+
+    @staticmethod
+    def enabled(device) -> bool:
+        return bool(PHASE_TIMING.get()) and str(device).startswith("cuda") and torch.cuda.is_available()
+
+    def new_step(self) -> List:
+        """The event list of a step that starts now (a ``step`` start event is recorded)."""
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        events: List = [("step", start, None)]
+        self.pending.append(events)
+        self._fold(wait=False)
+        return events
+
+    def end_step(self, events: List) -> None:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        events[0] = ("step", events[0][1], end)
+
+    def _fold(self, wait: bool) -> None:
+        while self.pending:
+            events = self.pending[0]
+            end = events[0][2]
+            if end is None:  # the step in flight
+                if not wait:
+                    return
+                break
+            if not wait and not end.query() and len(self.pending) < self.MAX_PENDING:
+                return
+            end.synchronize()
+            self.pending.popleft()
+            _, start, end = events[0]
+            span = start.elapsed_time(end)
+            inside = 0.0
+            for name, a, b in events[1:]:
+                ms = a.elapsed_time(b)
+                inside += ms
+                self.ms_sum[name] = self.ms_sum.get(name, 0.0) + ms
+            self.ms_sum["other"] = self.ms_sum.get("other", 0.0) + max(0.0, span - inside)
+            if self._last_end is not None:
+                self.ms_sum["gap"] = self.ms_sum.get("gap", 0.0) + self._last_end.elapsed_time(start)
+            self._last_end = end
+            self.steps += 1
+
+    def snapshot(self) -> dict:
+        """``{"steps": n, "ms_sum": {phase: ms}, "ms_per_step": {phase: ms}}`` over the completed
+        steps (waits for the recorded ones: a read, not the decode path)."""
+        self._fold(wait=True)
+        n = self.steps
+        return {"steps": n, "ms_sum": {k: round(v, 4) for k, v in self.ms_sum.items()},
+                "ms_per_step": {k: round(v / n, 4) for k, v in self.ms_sum.items()} if n else {}}

@@ -44,6 +44,8 @@ class DDTreeStats:
         # --speculative-ddtree-budget auto: the policy (core/budget_policy.py) and its choices.
         self.policy = None
         self.choices = {}
+        # SGLANG_DDTREE_PHASE_TIMING (developer): debug_log.PhaseEvents of the worker's steps.
+        self.phase_events = None
 
     def record_choice(self, choice) -> None:
         self.choices[str(choice)] = self.choices.get(str(choice), 0) + 1
@@ -87,6 +89,8 @@ class DDTreeStats:
         }
         if self.policy is not None:
             out["budget_policy"] = dict(self.policy.snapshot(), steps_by_choice=dict(self.choices))
+        if self.phase_events is not None:
+            out["phase_timing"] = self.phase_events.snapshot()
         if self.oracle_steps or self.oracle_skipped:
             out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,
                              "checked_request_steps": int(self.oracle_checked),

@@ -41,7 +41,7 @@ from .core.step import draft_to_verify, verify_to_commit
 from .core.topk import local_topk, merge_rank_topk
 from .core.verify_layout import build_verify_layout
 from .core.widths import WidthCaps, policy_width_caps, verify_width
-from .debug_log import DebugLog, StepTimer
+from .debug_log import DebugLog, PhaseEvents, StepTimer
 from .engine.verify_widths import build_verify_runtimes
 from .metrics import DDTreeStats
 from .server_args import drafter_block_size, eager_verify
@@ -80,6 +80,8 @@ class DDTreeWorker(DFlashWorkerV2):
         self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
         self._oracle_rng = random.Random(server_args.random_seed or 0)
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)
+        if PhaseEvents.enabled(self.device):  # developer: device ms per phase in /server_info
+            self.stats.phase_events = PhaseEvents()
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         # --speculative-ddtree-budget auto: self.budget is the table's largest budget (it sizes
         # the verify width); each step verifies the policy's choice.
@@ -153,7 +155,9 @@ class DDTreeWorker(DFlashWorkerV2):
         if batch.spec_info is None:
             batch.spec_info = DFlashDraftInputV2.create_idle_input(device=self.device)
         draft_input = batch.spec_info
-        timer = StepTimer(self._debug.enabled, self.device)
+        phases = self.stats.phase_events
+        events = phases.new_step() if phases is not None else None
+        timer = StepTimer(self._debug.enabled, self.device, events)
         bs = len(batch.seq_lens)
         prefix_lens = batch.seq_lens
         req_to_token = self.model_runner.req_to_token_pool.req_to_token
@@ -223,6 +227,8 @@ class DDTreeWorker(DFlashWorkerV2):
         if self._debug.enabled:
             self._debug.write(batch.reqs, prefix_lens, tree, acc.accepted, acc.accept_len, acc.new_tokens, timer.ms,
                               shadow=shadow)
+        if events is not None:
+            phases.end_step(events)
         return GenerationBatchResult(
             logits_output=logits_output,
             next_token_ids=plan.out_tokens.reshape(-1),

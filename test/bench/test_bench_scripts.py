@@ -343,3 +343,11 @@ def test_step_cost_device_facts_come_from_a_process_of_their_own():
     else:
         assert facts == {"device": "cpu", "copy_bandwidth_gbs": None}
     assert sc.device_facts(False)["copy_bandwidth_gbs"] is None
+
+
+def test_phase_ms_per_step_from_the_timed_differences():
+    import step_cost
+
+    timed = {"steps": 10, "phase_steps": 10, "phase_ms_verify": 150.0, "phase_ms_draft": 12.5}
+    assert step_cost.phase_ms_per_step(timed) == {"verify": 15.0, "draft": 1.25}
+    assert step_cost.phase_ms_per_step({"steps": 10}) is None

@@ -79,3 +79,25 @@ def test_difference_below_noise_is_flagged():
     assert ok["top"] == [["a", 1.0]]  # the negative name is left out of the list
     bad = ts.per_step({"a": 5000.0}, {"a": 4000.0}, 1, 7)
     assert bad["ms_per_step"] < 0 and "measure nothing" in bad["noise"]
+
+
+def test_kernels_are_summed_by_family(tmp_path):
+    short = _write(tmp_path / "s.trace.json", _trace(3), False)
+    long = _write(tmp_path / "l.trace.json", _trace(11, prefill_us=5100.0), False)
+    cats = ts.summarize(short, long, 3, 11)["by_category"]
+    assert cats["gemm"] == pytest.approx(1.0 + 0.1 / 8, abs=1e-4)
+    assert cats["gdn"] == pytest.approx(0.25) and cats["copy_elementwise"] == pytest.approx(0.04)
+    assert cats["other"] == pytest.approx(0.01)
+    assert sum(cats.values()) == pytest.approx(ts.summarize(short, long, 3, 11)["ms_per_step"], abs=1e-3)
+
+
+@pytest.mark.parametrize("name,family", [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1", "gemm"),
+    ("nvjet_tst_64x8_64x16_2x1_v_bz_splitK_TNN", "gemm"),
+    ("_fwd_kernel", "attention"), ("_tree_twostage_apply_kernel", "gdn"), ("_tree_conv_kernel", "gdn"),
+    ("gdn_tree_commit_from_x_layers_kernel", "gdn"), ("void at::native::sbtopk::gatherTopK<float>", "topk_sort"),
+    ("fused_add_rmsnorm_kernel", "norm"), ("void at::native::vectorized_elementwise_kernel<4>", "copy_elementwise"),
+    ("Memcpy DtoD (Device -> Device)", "copy_elementwise"), ("some_new_kernel", "other"),
+])
+def test_kernel_families_by_name(name, family):
+    assert ts.category(name) == family
