@@ -39,27 +39,27 @@ class StepTimer:
 
     @contextmanager
     def phase(self, name: str):
+        start = None
         if self.events is not None:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
-        if not self.enabled:
-            if torch.autograd.profiler._is_profiler_enabled:
-                with torch.profiler.record_function(f"ddtree.{name}"):
-                    yield
-            else:
+        if self.enabled:
+            if self.cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        if torch.autograd.profiler._is_profiler_enabled:
+            with torch.profiler.record_function(f"ddtree.{name}"):
                 yield
-            if self.events is not None:
-                end = torch.cuda.Event(enable_timing=True)
-                end.record()
-                self.events.append((name, start, end))
-            return
-        if self.cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        yield
-        if self.cuda:
-            torch.cuda.synchronize()
-        self.ms[name] = round((time.perf_counter() - t0) * 1e3, 3)
+        else:
+            yield
+        if self.enabled:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.ms[name] = round((time.perf_counter() - t0) * 1e3, 3)
+        if start is not None:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.events.append((name, start, end))
 
 
 class DebugLog:

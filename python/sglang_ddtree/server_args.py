@@ -103,15 +103,17 @@ DDTREE_FLAGS = (
     "speculative_ddtree_step_cost",
     "speculative_ddtree_eager_verify",
 )
-GDN_MODES = ("snapshot", "wy")
+# How a hybrid target's GatedDeltaNet layers verify the tree (--speculative-ddtree-gdn-mode).
+GDN_SNAPSHOT, GDN_WY = "snapshot", "wy"
+GDN_MODES = (GDN_SNAPSHOT, GDN_WY)
 
 
 def default_gdn_mode(server_args) -> str:
     """``wy`` unless the radix cache runs sglang's ``no_buffer`` strategy (asked for by name),
     where a rerun from a cached prefix has not been shown equal to DFLASH's: ``snapshot`` there."""
     if getattr(server_args, "disable_radix_cache", False):
-        return "wy"
-    return "snapshot" if getattr(server_args, "mamba_radix_cache_strategy", None) == "no_buffer" else "wy"
+        return GDN_WY
+    return GDN_SNAPSHOT if getattr(server_args, "mamba_radix_cache_strategy", None) == "no_buffer" else GDN_WY
 
 
 def _flag(name: str) -> str:
@@ -161,10 +163,10 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)
         logger.info("DDTREE: hybrid targets' GatedDeltaNet state: --speculative-ddtree-gdn-mode %s (default%s)", mode,
                     "; the radix cache's no_buffer strategy is on: wy is faster, see README"
-                    if mode == "snapshot" else "")
+                    if mode == GDN_SNAPSHOT else "")
     if mode not in GDN_MODES:
         raise ValueError(f"--speculative-ddtree-gdn-mode must be one of {', '.join(GDN_MODES)}, got {mode!r}.")
-    if mode == "wy" and not server_args.speculative_ddtree_eager_verify and WY_CHECK.get():
+    if mode == GDN_WY and not server_args.speculative_ddtree_eager_verify and WY_CHECK.get():
         # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
         raise ValueError(f"{WY_CHECK.name}=1 needs the eager tree verify: add --speculative-ddtree-eager-verify "
                          f"(or unset {WY_CHECK.name}).")
@@ -239,10 +241,11 @@ def eager_verify(server_args=None) -> bool:
     return is_ddtree(sa) and bool(getattr(sa, "speculative_ddtree_eager_verify", False))
 
 
-def wy_server() -> bool:
-    """Whether this process serves DDTREE with ``--speculative-ddtree-gdn-mode wy``."""
-    sa = published_server_args()
-    return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == "wy"
+def wy_server(server_args=None) -> bool:
+    """Whether ``server_args`` (default: the published ones) serve DDTREE with
+    ``--speculative-ddtree-gdn-mode wy``."""
+    sa = published_server_args() if server_args is None else server_args
+    return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == GDN_WY
 
 
 _HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")

@@ -32,11 +32,7 @@ from .core.commit_plan import CommitPlan
 from .core.verify_layout import VerifyLayout
 from .engine import tree_gdn
 from .engine.verify_widths import VerifyRuntime, verify_runtime
-from .server_args import eager_verify
-
-# How a hybrid target's GatedDeltaNet layers verify the tree (--speculative-ddtree-gdn-mode);
-# None: an attention-only target.
-GDN_WY, GDN_SNAPSHOT = "wy", "snapshot"
+from .server_args import GDN_SNAPSHOT, GDN_WY, eager_verify
 
 
 @dataclass
@@ -50,8 +46,9 @@ class DDTreeVerifyInput(DFlashVerifyInput):
     @classmethod
     def build(cls, layout: VerifyLayout, prefix_lens: torch.Tensor, batch, gdn: Optional[str],
               capture_hidden: bool = True) -> "DDTreeVerifyInput":
-        """The verify input of ``layout`` (``[bs, W]``) for ``batch``; ``gdn``: :data:`GDN_WY`,
-        :data:`GDN_SNAPSHOT` or None. In wy mode the tree goes into the workspace now."""
+        """The verify input of ``layout`` (``[bs, W]``) for ``batch``; ``gdn``: how a hybrid target's
+        GatedDeltaNet layers verify (``server_args.GDN_WY`` / ``GDN_SNAPSHOT``), None for an
+        attention-only target. In wy mode the tree goes into the workspace now."""
         out = cls(draft_token=layout.tokens.reshape(-1), positions=layout.positions.reshape(-1),
                   draft_token_num=layout.tokens.shape[1], custom_mask=verify_mask(layout, prefix_lens, batch),
                   capture_hidden_mode=CaptureHiddenMode.FULL if capture_hidden else CaptureHiddenMode.NULL)

@@ -44,8 +44,8 @@ from .core.widths import WidthCaps, policy_width_caps, verify_width
 from .debug_log import DebugLog, PhaseEvents, StepTimer
 from .engine.verify_widths import build_verify_runtimes
 from .metrics import DDTreeStats
-from .server_args import drafter_block_size, eager_verify
-from .verify_info import GDN_SNAPSHOT, GDN_WY, DDTreeVerifyInput, prepare_state_tracking
+from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
+from .verify_info import DDTreeVerifyInput, prepare_state_tracking
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ import types
 
 import torch
 
-from sglang_ddtree.verify_info import GDN_SNAPSHOT, GDN_WY, DDTreeVerifyInput
+from sglang_ddtree.server_args import GDN_SNAPSHOT, GDN_WY
+from sglang_ddtree.verify_info import DDTreeVerifyInput
 
 
 class _Backend:

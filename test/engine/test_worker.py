@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from sglang_ddtree.verify_info import GDN_SNAPSHOT, GDN_WY
+from sglang_ddtree.server_args import GDN_SNAPSHOT, GDN_WY
 from sglang_ddtree.worker import DDTreeWorker
 
 

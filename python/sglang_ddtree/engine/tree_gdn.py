@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ..config import WY_CHECK
+from ..server_args import published_server_args, wy_server
 from ..kernels.gdn_tree import (
     conv_weight_tables,
     tree_conv,
@@ -290,8 +291,6 @@ def workspace() -> TreeGdnWorkspace:
     """This process's workspace, made on first use with the server's depth limit."""
     global _WORKSPACE
     if _WORKSPACE is None:
-        from ..server_args import published_server_args
-
         sa = published_server_args()
         depth = getattr(sa, "speculative_ddtree_max_depth", None)
         _WORKSPACE = TreeGdnWorkspace(None if depth is None else int(depth))
@@ -313,9 +312,7 @@ def scratch_positions(server_args) -> Optional[int]:
     wy mode: 1 (the tree kernels keep no per-node state; sglang's code indexes the buffer, so
     it cannot be absent), or None where sglang's own sizing stands (other servers, the snapshot
     mode, and the cross-check, which runs sglang's per-node verify too)."""
-    from ..server_args import is_ddtree
-
-    if not is_ddtree(server_args) or getattr(server_args, "speculative_ddtree_gdn_mode", None) != "wy":
+    if not wy_server(server_args):
         return None
     return None if cross_check_enabled() else 1
 

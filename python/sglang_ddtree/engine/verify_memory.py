@@ -33,6 +33,8 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
 
+from ..server_args import GDN_WY
+
 logger = logging.getLogger(__name__)
 
 MIB = float(1 << 20)
@@ -102,7 +104,7 @@ def verify_footprint(hf_config, gdn_mode: Optional[str], tp_size: int = 1, dtype
     ids = getattr(text, "linear_layer_ids", None)
     gdn_layers = (len(ids) if ids is not None else
                   sum(1 for t in (getattr(text, "layer_types", None) or []) if t == "linear_attention"))
-    if gdn_mode != "wy" or gdn_layers == 0:
+    if gdn_mode != GDN_WY or gdn_layers == 0:
         return VerifyFootprint(wy=0, **base)
     hk = int(text.linear_num_key_heads) // tp
     hv = int(text.linear_num_value_heads) // tp
