@@ -50,6 +50,8 @@ def _ddtree_counts(engine):
     out = {"steps": dd.get("steps", 0), "verify_cuda_graph_steps": dd.get("verify_cuda_graph_steps", 0)}
     for k, v in ((dd.get("budget_policy") or {}).get("steps_by_choice") or {}).items():
         out[f"choice_{k}"] = v
+    for site, n in (dd.get("host_syncs") or {}).items():  # SGLANG_DDTREE_SYNC_CHECK=1 (--sync-check)
+        out[f"host_sync {site}"] = n
     phases = dd.get("phase_timing")  # SGLANG_DDTREE_PHASE_TIMING=1 (--phases)
     if phases:
         out["phase_steps"] = phases.get("steps", 0)
@@ -357,6 +359,10 @@ def main() -> int:
                     help="DDTREE configurations: device ms per decode step and phase from CUDA events "
                          "(SGLANG_DDTREE_PHASE_TIMING=1; the row's 'phase_ms'; the events are never waited for in "
                          "the step)")
+    ap.add_argument("--sync-check", action="store_true",
+                    help="DDTREE configurations: report each host synchronisation site inside the decode step "
+                         "(SGLANG_DDTREE_SYNC_CHECK=1; the row's 'host_syncs', counts per site; the watch costs "
+                         "host time, so time without it)")
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
@@ -412,6 +418,10 @@ def main() -> int:
         from sglang_ddtree.config import PHASE_TIMING
 
         os.environ[PHASE_TIMING.name] = "1"  # read by the engine's scheduler processes
+    if a.sync_check:
+        from sglang_ddtree.config import SYNC_CHECK
+
+        os.environ[SYNC_CHECK.name] = "1"
     if a.child:  # one configuration, in this process
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
                        ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),

@@ -83,6 +83,11 @@ PHASE_TIMING = _declare(
     "Record CUDA events around each phase of every DDTREE decode step (never waited for on the decode "
     "path) and report device ms per phase in /server_info ddtree.phase_timing "
     "(benchmark/ddtree/step_cost.py --phases).")
+SYNC_CHECK = _declare(
+    "SGLANG_DDTREE_SYNC_CHECK", "developer", "bool", False,
+    "Watch every DDTREE decode step for host synchronisations (torch's CUDA sync-debug mode, 'warn', "
+    "during the step): each synchronising site is logged once with its Python stack and counted in "
+    "/server_info ddtree.host_syncs (benchmark/ddtree/step_cost.py --sync-check).")
 BUILD_DIR = _declare(
     "SGLANG_DDTREE_BUILD_DIR", "developer", "path", None,
     "Where the tiny test models and the converted SmolLM2 demo target are cached (default: build/ "

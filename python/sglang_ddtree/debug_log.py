@@ -12,15 +12,20 @@ flag is for debugging and analysis, not production serving.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+import traceback
+import warnings
 from collections import deque
 from contextlib import contextmanager
 from typing import Deque, Dict, List, Optional, Tuple
 
 import torch
 
-from .config import PHASE_TIMING
+from .config import PHASE_TIMING, SYNC_CHECK
+
+logger = logging.getLogger(__name__)
 
 
 class StepTimer:
@@ -41,6 +46,7 @@ class StepTimer:
     def phase(self, name: str):
         start = None
         if self.events is not None:
+            t_host = time.perf_counter()
             start = torch.cuda.Event(enable_timing=True)
             start.record()
         if self.enabled:
@@ -59,7 +65,7 @@ class StepTimer:
         if start is not None:
             end = torch.cuda.Event(enable_timing=True)
             end.record()
-            self.events.append((name, start, end))
+            self.events.append((name, start, end, (time.perf_counter() - t_host) * 1e3))
 
 
 class DebugLog:
@@ -107,7 +113,9 @@ class PhaseEvents:
     has completed (checked without waiting), or when :meth:`snapshot` waits for all of them.
     ``gap`` is the device time between one step's end and the next one's start (the scheduler's
     work between steps, and the GPU idle while it runs); ``other`` is the step's span outside its
-    phases."""
+    phases. Beside each device time, ``host_<name>`` is the host (Python) time spent issuing it,
+    ``host_step`` the worker's whole step and ``host_gap`` the host time between steps (the
+    scheduler): a step whose host time exceeds its device time leaves the GPU idle."""
 
     MAX_PENDING = 4096
 
@@ -116,6 +124,7 @@ class PhaseEvents:
         self.ms_sum: Dict[str, float] = {}
         self.steps = 0
         self._last_end: Optional[torch.cuda.Event] = None
+        self._last_end_host: Optional[float] = None
 
     @staticmethod
     def enabled(device) -> bool:
@@ -123,9 +132,11 @@ class PhaseEvents:
 
     def new_step(self) -> List:
         """The event list of a step that starts now (a ``step`` start event is recorded)."""
+        now = time.perf_counter()
+        gap = None if self._last_end_host is None else (now - self._last_end_host) * 1e3
         start = torch.cuda.Event(enable_timing=True)
         start.record()
-        events: List = [("step", start, None)]
+        events: List = [("step", start, None, now, gap)]
         self.pending.append(events)
         self._fold(wait=False)
         return events
@@ -133,7 +144,9 @@ class PhaseEvents:
     def end_step(self, events: List) -> None:
         end = torch.cuda.Event(enable_timing=True)
         end.record()
-        events[0] = ("step", events[0][1], end)
+        _, start, _, t0, gap = events[0]
+        self._last_end_host = time.perf_counter()
+        events[0] = ("step", start, end, (self._last_end_host - t0) * 1e3, gap)
 
     def _fold(self, wait: bool) -> None:
         while self.pending:
@@ -147,18 +160,25 @@ class PhaseEvents:
                 return
             end.synchronize()
             self.pending.popleft()
-            _, start, end = events[0]
+            _, start, end, host_step, host_gap = events[0]
             span = start.elapsed_time(end)
             inside = 0.0
-            for name, a, b in events[1:]:
+            for name, a, b, host in events[1:]:
                 ms = a.elapsed_time(b)
                 inside += ms
-                self.ms_sum[name] = self.ms_sum.get(name, 0.0) + ms
-            self.ms_sum["other"] = self.ms_sum.get("other", 0.0) + max(0.0, span - inside)
+                self._add(name, ms)
+                self._add(f"host_{name}", host)
+            self._add("other", max(0.0, span - inside))
+            self._add("host_step", host_step)
+            if host_gap is not None:
+                self._add("host_gap", host_gap)
             if self._last_end is not None:
-                self.ms_sum["gap"] = self.ms_sum.get("gap", 0.0) + self._last_end.elapsed_time(start)
+                self._add("gap", self._last_end.elapsed_time(start))
             self._last_end = end
             self.steps += 1
+
+    def _add(self, name: str, ms: float) -> None:
+        self.ms_sum[name] = self.ms_sum.get(name, 0.0) + ms
 
     def snapshot(self) -> dict:
         """``{"steps": n, "ms_sum": {phase: ms}, "ms_per_step": {phase: ms}}`` over the completed
@@ -167,3 +187,50 @@ class PhaseEvents:
         n = self.steps
         return {"steps": n, "ms_sum": {k: round(v, 4) for k, v in self.ms_sum.items()},
                 "ms_per_step": {k: round(v / n, 4) for k, v in self.ms_sum.items()} if n else {}}
+
+
+class SyncWatch:
+    """Host synchronisations inside the decode step (``SGLANG_DDTREE_SYNC_CHECK=1``, a developer
+    switch; CUDA only): :meth:`watch` turns torch's CUDA sync-debug mode to ``warn`` for the step,
+    and each warning is attributed to the innermost frame outside torch. A new site is logged once
+    with its stack; ``sites`` counts them (``/server_info ddtree.host_syncs``)."""
+
+    def __init__(self):
+        self.sites: Dict[str, int] = {}
+        self._where: Dict[Tuple[str, int], str] = {}
+
+    @staticmethod
+    def enabled(device) -> bool:
+        return bool(SYNC_CHECK.get()) and str(device).startswith("cuda") and torch.cuda.is_available()
+
+    @contextmanager
+    def watch(self):
+        previous = torch.cuda.get_sync_debug_mode()
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            passthrough = warnings.showwarning
+
+            def show(message, category, filename, lineno, file=None, line=None):
+                if "synchroniz" not in str(message):
+                    return passthrough(message, category, filename, lineno, file, line)
+                # The stack is walked once per warning location (a known one is only counted).
+                where = (filename, lineno)
+                site = self._where.get(where)
+                if site is None:
+                    site = self._where[where] = self._site(traceback.extract_stack()[:-1])
+                self.sites[site] = self.sites.get(site, 0) + 1
+
+            warnings.showwarning = show
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                yield
+            finally:
+                torch.cuda.set_sync_debug_mode(previous)
+
+    def _site(self, stack) -> str:
+        frames = [f for f in stack if "/torch/" not in f.filename and "/warnings.py" not in f.filename]
+        site = f"{frames[-1].filename}:{frames[-1].lineno} {frames[-1].name}" if frames else "<unknown>"
+        if site not in self.sites:
+            logger.warning("DDTREE: host synchronisation in the decode step at %s; stack:\n%s", site,
+                           "".join(traceback.format_list(frames[-8:])))
+        return site

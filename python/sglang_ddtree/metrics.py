@@ -46,6 +46,8 @@ class DDTreeStats:
         self.choices = {}
         # SGLANG_DDTREE_PHASE_TIMING (developer): debug_log.PhaseEvents of the worker's steps.
         self.phase_events = None
+        # SGLANG_DDTREE_SYNC_CHECK (developer): debug_log.SyncWatch of the worker's steps.
+        self.sync_watch = None
 
     def record_choice(self, choice) -> None:
         self.choices[str(choice)] = self.choices.get(str(choice), 0) + 1
@@ -91,6 +93,8 @@ class DDTreeStats:
             out["budget_policy"] = dict(self.policy.snapshot(), steps_by_choice=dict(self.choices))
         if self.phase_events is not None:
             out["phase_timing"] = self.phase_events.snapshot()
+        if self.sync_watch is not None:
+            out["host_syncs"] = dict(self.sync_watch.sites)
         if self.oracle_steps or self.oracle_skipped:
             out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,
                              "checked_request_steps": int(self.oracle_checked),

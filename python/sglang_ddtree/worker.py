@@ -25,8 +25,11 @@ import random
 import torch
 
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+from sglang.srt.distributed import get_tp_group
+from sglang.srt.environ import envs
 from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
+from sglang.srt.runtime_context import get_exec
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.draft_worker_common import build_block_pos_offsets, make_draft_block_spec_info
@@ -38,10 +41,10 @@ from .core.budget_policy import BudgetPolicy
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .core.step import draft_to_verify, verify_to_commit
-from .core.topk import local_topk, merge_rank_topk
 from .core.verify_layout import build_verify_layout
 from .core.widths import WidthCaps, policy_width_caps, verify_width
-from .debug_log import DebugLog, PhaseEvents, StepTimer
+from .debug_log import DebugLog, PhaseEvents, StepTimer, SyncWatch
+from .engine.draft_head import DraftTopKHead
 from .engine.verify_widths import build_verify_runtimes
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
@@ -82,6 +85,8 @@ class DDTreeWorker(DFlashWorkerV2):
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)
         if PhaseEvents.enabled(self.device):  # developer: device ms per phase in /server_info
             self.stats.phase_events = PhaseEvents()
+        if SyncWatch.enabled(self.device):  # developer: host syncs in the step, in /server_info
+            self.stats.sync_watch = SyncWatch()
         self.prometheus = None  # metrics.PrometheusExport, made on the first export (--enable-metrics)
         # --speculative-ddtree-budget auto: self.budget is the table's largest budget (it sizes
         # the verify width); each step verifies the policy's choice.
@@ -91,6 +96,10 @@ class DDTreeWorker(DFlashWorkerV2):
             self.stats.policy = self.policy
             logger.info("DDTREE: budget auto over %s (chain fallback: %s), step costs from %s",
                         self.policy.budgets, self.policy.chain, server_args.speculative_ddtree_step_cost)
+        # The per-depth top-K head over the target's lm_head; folded into the drafter's CUDA graph
+        # in DFLASH's place (_maybe_build_draft_sampler), eager otherwise.
+        self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
+                                                self.topk, get_tp_group() if self.ps.tp_size > 1 else None)
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
         self._tree_cuda = None
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
@@ -112,6 +121,19 @@ class DDTreeWorker(DFlashWorkerV2):
         if self.policy is None:
             return {}
         return policy_width_caps(self.policy.table, self.max_depth, self.block_size)
+
+    def _maybe_build_draft_sampler(self):
+        """What sglang's DFLASH folds into the drafter's decode graph (called by its
+        ``init_cuda_graphs`` before the capture): DDTREE's top-K head instead of DFLASH's greedy
+        argmax, which DDTREE never reads. ``SGLANG_DFLASH_EAGER_DRAFT_SAMPLER=1`` (sglang's
+        switch) keeps the head eager."""
+        if envs.SGLANG_DFLASH_EAGER_DRAFT_SAMPLER.get():
+            logger.info("DDTREE: drafter top-K head kept eager (SGLANG_DFLASH_EAGER_DRAFT_SAMPLER=1)")
+            return None
+        self._head.allocate(max(get_exec().graph.cuda_graph_config.decode.bs))
+        logger.info("DDTREE: drafter top-K head (top-%d over the target's lm_head) folded into the drafter's "
+                    "CUDA graph", self.topk)
+        return self._head
 
     def init_cuda_graphs(self):
         super().init_cuda_graphs()
@@ -154,6 +176,12 @@ class DDTreeWorker(DFlashWorkerV2):
             raise ValueError("DDTREE speculative decoding does not support structured output yet.")
         if batch.spec_info is None:
             batch.spec_info = DFlashDraftInputV2.create_idle_input(device=self.device)
+        if self.stats.sync_watch is not None:
+            with self.stats.sync_watch.watch():
+                return self._decode_step(batch, on_publish)
+        return self._decode_step(batch, on_publish)
+
+    def _decode_step(self, batch, on_publish) -> GenerationBatchResult:
         draft_input = batch.spec_info
         phases = self.stats.phase_events
         events = phases.new_step() if phases is not None else None
@@ -266,27 +294,9 @@ class DDTreeWorker(DFlashWorkerV2):
         with timer.phase("draft"):
             draft_out = self.draft_model_runner.forward(draft_fb)
         with timer.phase("topk"):
-            draft_hidden = draft_out.logits_output.hidden_states.view(bs, block, -1)[:, 1:, :]
-            return self._draft_topk(draft_hidden, target_model.lm_head)
-
-    def _draft_topk(self, draft_hidden: torch.Tensor, lm_head) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-depth top-K log-probs ``[bs, L, K]`` and ids from the draft's hidden states
-        ``[bs, L, H]`` through the target's (vocab-parallel) lm_head."""
-        bs, L, h = draft_hidden.shape
-        weight = lm_head.weight
-        shard = lm_head.shard_indices
-        n_real = int(shard.org_vocab_end_index - shard.org_vocab_start_index)
-        logits = torch.matmul(draft_hidden.reshape(-1, h).to(weight.dtype), weight[:n_real].t())
-        keys, lse = local_topk(logits.view(bs, L, n_real), self.topk, int(shard.org_vocab_start_index))
-        if self.ps.tp_size > 1:
-            from sglang.srt.distributed import get_tp_group
-
-            group = get_tp_group()
-            keys = group.all_gather(keys.unsqueeze(0).contiguous(), dim=0)
-            lse = group.all_gather(lse.unsqueeze(0).contiguous(), dim=0)
-        else:
-            keys, lse = keys.unsqueeze(0), lse.unsqueeze(0)
-        return merge_rank_topk(keys, lse, self.topk)
+            if draft_out.can_run_graph and self._draft_sampler is self._head:
+                return self._head.graph_result(bs)  # computed inside the drafter's graph
+            return self._head.topk(draft_out.logits_output.hidden_states)
 
     def _step_shape(self, bs: int):
         """``(choice, budget, verify width, max siblings)`` of this step: the fixed budget, or the
