@@ -275,7 +275,7 @@ class DDTreeWorker(DFlashWorkerV2):
         target_model = self.target_worker.model_runner.model
         block_ids = torch.full((bs, block), int(self._mask_token_id), dtype=torch.long, device=self.device)
         block_ids[:, 0] = draft_input.bonus_tokens
-        seq_lens_cpu = batch.seq_lens_cpu + block if batch.seq_lens_cpu is not None else None
+        seq_lens_cpu, seq_lens_sum = self._draft_host_lens(batch, draft_input, prefix_lens, block)
         draft_fb = ForwardBatch(
             forward_mode=ForwardMode.TARGET_VERIFY,
             batch_size=bs,
@@ -283,7 +283,7 @@ class DDTreeWorker(DFlashWorkerV2):
             req_pool_indices=batch.req_pool_indices,
             seq_lens=prefix_lens,
             out_cache_loc=window[:, :block].reshape(-1).contiguous(),
-            seq_lens_sum=int(seq_lens_cpu.sum()) if seq_lens_cpu is not None else int(prefix_lens.sum()) + bs * block,
+            seq_lens_sum=seq_lens_sum,
             seq_lens_cpu=seq_lens_cpu,
             positions=(prefix_lens.unsqueeze(1).long() + self._block_pos_offsets).reshape(-1),
             input_embeds=target_model.get_input_embeddings()(block_ids).view(bs * block, -1),
@@ -297,6 +297,20 @@ class DDTreeWorker(DFlashWorkerV2):
             if draft_out.can_run_graph and self._draft_sampler is self._head:
                 return self._head.graph_result(bs)  # computed inside the drafter's graph
             return self._head.topk(draft_out.logits_output.hidden_states)
+
+    @staticmethod
+    def _draft_host_lens(batch, draft_input, prefix_lens: torch.Tensor, block: int):
+        """Host-side lengths for the drafter's block forward, ``(seq_lens_cpu [bs] or None,
+        seq_lens_sum)``: the committed lengths plus the block when the scheduler has them;
+        under overlap scheduling (no host lengths) DFLASH's reservation, a host-known upper
+        bound (``>= prefix + 2 W``); else the exact sum, read from the device (one host sync)."""
+        if batch.seq_lens_cpu is not None:
+            lens = batch.seq_lens_cpu + block
+            return lens, int(lens.sum())
+        reserved = getattr(draft_input, "reserved_seq_lens_cpu", None)
+        if reserved is not None:
+            return reserved, int(draft_input.reserved_seq_lens_sum)
+        return None, int(prefix_lens.sum()) + prefix_lens.shape[0] * block
 
     def _step_shape(self, bs: int):
         """``(choice, budget, verify width, max siblings)`` of this step: the fixed budget, or the

@@ -54,3 +54,23 @@ def test_worker_policy_caps_cover_every_width_the_policy_can_pick():
     assert sorted(w.policy_caps()) == [16, 33]
     w.policy = None
     assert w.policy_caps() == {}
+
+
+def test_drafter_host_lengths_never_read_the_device_when_the_host_knows_a_bound():
+    """Under overlap scheduling the batch has no host lengths: the drafter's block forward takes
+    DFLASH's reservation (host-known) instead of summing the device lengths (a host sync each
+    step). prefix_lens on the meta device: any read of it raises."""
+    import torch
+
+    meta = torch.empty(2, dtype=torch.int64, device="meta")
+    known = types.SimpleNamespace(seq_lens_cpu=torch.tensor([10, 20]))
+    lens, total = DDTreeWorker._draft_host_lens(known, None, meta, block=4)
+    assert lens.tolist() == [14, 24] and total == 38
+    overlap = types.SimpleNamespace(seq_lens_cpu=None)
+    reserved = types.SimpleNamespace(reserved_seq_lens_cpu=torch.tensor([50, 60]), reserved_seq_lens_sum=110)
+    lens, total = DDTreeWorker._draft_host_lens(overlap, reserved, meta, block=4)
+    assert lens.tolist() == [50, 60] and total == 110
+    # Neither: the exact sum from the device (the one case that synchronises).
+    lens, total = DDTreeWorker._draft_host_lens(overlap, types.SimpleNamespace(reserved_seq_lens_cpu=None),
+                                                torch.tensor([10, 20]), block=4)
+    assert lens is None and total == 38

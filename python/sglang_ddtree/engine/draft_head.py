@@ -13,6 +13,8 @@ Contract of one call, ``H`` the hidden size, ``L = block - 1`` the draft depths,
 - output: ``lp [bs, L, K]`` fp32 log-softmax over the whole vocabulary, best first, and
   ``ids [bs, L, K]`` int64 global token ids; ties rank the lower id first
   (``core/topk.py``, which is also the plain reference).
+- on CUDA the shard is ranked by the fused kernel (``kernels/draft_topk.py``), elsewhere by
+  ``core.topk.local_topk``, its reference (the same keys);
 - tensor-parallel: each rank ranks its vocabulary shard (``local_topk``), the ranks all-gather
   ``K`` int64 keys and one fp32 logsumexp per position, and every rank merges the same way.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from ..core.topk import local_topk, merge_rank_topk
+from ..kernels import draft_topk
 
 
 class DraftTopKHead:
@@ -65,7 +68,11 @@ class DraftTopKHead:
         draft = hidden.reshape(bs, self.block_size, h)[:, 1:, :]
         L = self.block_size - 1
         logits = torch.matmul(draft.reshape(-1, h).to(self.weight.dtype), self.weight[: self.n_real].t())
-        keys, lse = local_topk(logits.view(bs, L, self.n_real), self.k, self.vocab_start)
+        logits = logits.view(bs, L, self.n_real)
+        if draft_topk.supported(logits, self.k):  # CUDA: the fused kernel, same result
+            keys, lse = draft_topk.local_topk_fused(logits, self.k, self.vocab_start)
+        else:
+            keys, lse = local_topk(logits, self.k, self.vocab_start)
         keys, lse = self._gather(keys, lse)
         return merge_rank_topk(keys, lse, self.k)
 
