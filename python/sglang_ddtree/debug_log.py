@@ -206,12 +206,15 @@ class SyncWatch:
     @contextmanager
     def watch(self):
         previous = torch.cuda.get_sync_debug_mode()
+        # Switched on before the handler is installed: torch's one-time notice on switching it on
+        # ("... does not yet detect all synchronizing operations") is not a sync of the step.
+        torch.cuda.set_sync_debug_mode("warn")
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             passthrough = warnings.showwarning
 
             def show(message, category, filename, lineno, file=None, line=None):
-                if "synchroniz" not in str(message):
+                if "called a synchronizing CUDA operation" not in str(message):
                     return passthrough(message, category, filename, lineno, file, line)
                 # The stack is walked once per warning location (a known one is only counted).
                 where = (filename, lineno)
@@ -221,7 +224,6 @@ class SyncWatch:
                 self.sites[site] = self.sites.get(site, 0) + 1
 
             warnings.showwarning = show
-            torch.cuda.set_sync_debug_mode("warn")
             try:
                 yield
             finally:

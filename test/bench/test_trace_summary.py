@@ -96,6 +96,9 @@ def test_kernels_are_summed_by_family(tmp_path):
     ("nvjet_tst_64x8_64x16_2x1_v_bz_splitK_TNN", "gemm"),
     ("_fwd_kernel", "attention"), ("_tree_twostage_apply_kernel", "gdn"), ("_tree_conv_kernel", "gdn"),
     ("gdn_tree_commit_from_x_layers_kernel", "gdn"), ("void at::native::sbtopk::gatherTopK<float>", "topk_sort"),
+    # sglang's own GatedDeltaNet verify and its state scatter (DFLASH's step)
+    ("fused_sigmoid_gating_delta_rule_update_kernel", "gdn"), ("_fused_mamba_state_scatter_with_mask_kernel", "gdn"),
+    ("_chunk_topk_kernel", "topk_sort"), ("_merge_topk_kernel", "topk_sort"),
     ("fused_add_rmsnorm_kernel", "norm"), ("void at::native::vectorized_elementwise_kernel<4>", "copy_elementwise"),
     ("Memcpy DtoD (Device -> Device)", "copy_elementwise"), ("some_new_kernel", "other"),
 ])
