@@ -84,7 +84,8 @@ def _inputs_digest(reqs: list[str]) -> str:
     h = hashlib.sha256()
     h.update("\n".join(sorted(reqs)).encode())
     h.update(Path(__file__).read_bytes())
-    for p in sorted((ROOT / "python").rglob("*.py")) + sorted((ROOT / "sgl-kernel" / "csrc").glob("*")):
+    csrc = ROOT / "python" / "sglang_ddtree" / "kernels" / "csrc"
+    for p in sorted((ROOT / "python").rglob("*.py")) + sorted(csrc.glob("*")) + [ROOT / "setup.py", ROOT / "pyproject.toml"]:
         h.update(str(p.relative_to(ROOT)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
@@ -132,9 +133,9 @@ def build(force: bool = False) -> Path:
     if stage.exists():
         shutil.rmtree(stage)
     _run(pip + ["install", "-q", "--no-deps", "--no-compile", "--target", str(stage), *map(str, chosen)])
-    # Our CUDA sources travel beside the package, and the extension prebuilt for sm_90 and sm_120
-    # (loaded when its stamp matches the host's torch and the sources; else JIT-built there).
-    shutil.copytree(ROOT / "sgl-kernel" / "csrc", stage / "sgl-kernel" / "csrc")
+    # Our wheel carries the CUDA sources (package data); the extension is prebuilt here (an
+    # isolated wheel build has no torch to build it with): loaded when its stamp matches the
+    # host's torch and the sources, else JIT-built there.
     _prebuild_cuda_extension(stage / "sglang_ddtree" / "kernels" / "prebuilt")
     removed = 0
     for pattern in TRIM_GLOBS:

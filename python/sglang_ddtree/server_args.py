@@ -90,6 +90,13 @@ class DDTreeServerArgs(ServerArgs):
         "(for debugging; the target's verify graphs are then not captured).",
         NS("spec"),
     ] = False
+    speculative_ddtree_allow_slow_kernels: A[
+        bool,
+        "DDTREE on a GPU where its CUDA tree kernels cannot load (no prebuilt build for this torch and GPU, "
+        "and no toolkit for the JIT build): serve with the torch tree builder and the Triton commit (slower) "
+        "instead of refusing to start.",
+        NS("spec"),
+    ] = False
 
 
 DDTREE_FLAGS = (
@@ -102,6 +109,7 @@ DDTREE_FLAGS = (
     "speculative_ddtree_gdn_mode",
     "speculative_ddtree_step_cost",
     "speculative_ddtree_eager_verify",
+    "speculative_ddtree_allow_slow_kernels",
 )
 # How a hybrid target's GatedDeltaNet layers verify the tree (--speculative-ddtree-gdn-mode).
 GDN_SNAPSHOT, GDN_WY = "snapshot", "wy"

@@ -44,8 +44,10 @@ from .core.step import draft_to_verify, verify_to_commit
 from .core.verify_layout import build_verify_layout
 from .core.widths import WidthCaps, policy_width_caps, verify_width
 from .debug_log import DebugLog, PhaseEvents, StepTimer, SyncWatch
+from .engine import tree_gdn
 from .engine.draft_head import DraftTopKHead
 from .engine.verify_widths import build_verify_runtimes
+from .kernels import tree_cuda
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
 from .verify_info import DDTreeVerifyInput, prepare_state_tracking
@@ -101,15 +103,14 @@ class DDTreeWorker(DFlashWorkerV2):
         self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
                                                 self.topk, get_tp_group() if self.ps.tp_size > 1 else None)
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
-        self._tree_cuda = None
-        if str(self.device).startswith("cuda") and torch.cuda.is_available():
-            from .kernels import tree_cuda
-
-            why = tree_cuda.available()
-            if why is None:
-                self._tree_cuda = tree_cuda
-            else:
-                logger.warning("DDTREE: CUDA tree kernels unavailable (%s); using the torch path.", why)
+        # The CUDA tree kernels; None: the torch path (CPU, or --speculative-ddtree-allow-slow-kernels).
+        self._tree_cuda = tree_cuda.for_device(self.device, bool(server_args.speculative_ddtree_allow_slow_kernels))
+        if self._tree_cuda is not None:
+            logger.info("DDTREE kernels: tree build + layout + walk CUDA, %s; drafter top-K Triton (fused)",
+                        tree_cuda.origin())
+        elif str(self.device).startswith("cuda"):
+            logger.warning("DDTREE kernels: tree build + layout + walk through torch (%s; "
+                           "--speculative-ddtree-allow-slow-kernels)", tree_cuda.available())
         logger.info("DDTREE worker: budget=%d topk=%d max_depth=%d block_size=%d verify_width=%d",
                     self.budget, self.topk, self.max_depth, self.block_size, self.width)
 
@@ -158,7 +159,8 @@ class DDTreeWorker(DFlashWorkerV2):
                 "yet (the replay would advance the linear-attention state); remove the flag.")
         if self.gdn == GDN_WY:
             logger.info("DDTREE: hybrid target, GatedDeltaNet layers through the snapshot-free tree kernels "
-                        "(--speculative-ddtree-gdn-mode wy)")
+                        "(--speculative-ddtree-gdn-mode wy): verify and conv Triton, state commit %s",
+                        "CUDA" if tree_gdn.commit_kernel() == "cuda" else "Triton")
         elif self.gdn == GDN_SNAPSHOT:
             linear = getattr(self.target_worker.model_runner.attn_backend, "linear_attn_backend", None)
             logger.info("DDTREE: hybrid target, linear-attention state through sglang's per-node path "

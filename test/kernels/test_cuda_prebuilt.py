@@ -1,6 +1,8 @@
 """The CUDA tree kernels build ahead of time on a machine without a GPU (nvcc + the CUDA torch
-wheel) for sm_90 and sm_120, and the loader takes such a build only when its stamp matches this
-torch and these sources (otherwise it JIT-builds on the GPU host, as before)."""
+wheel): SASS for sm_90, sm_100 and sm_120 and PTX of sm_120; the loader takes such a build only
+when its stamp matches this torch, these sources and the device (SASS for it, or PTX not newer);
+otherwise it JIT-builds on the GPU host. On a GPU where neither works the worker refuses to start
+unless --speculative-ddtree-allow-slow-kernels asks for the torch path."""
 
 from __future__ import annotations
 
@@ -27,12 +29,14 @@ def prebuilt(tmp_path_factory):
 
 
 @needs_toolkit
-def test_prebuilt_has_both_targets_and_loads(prebuilt):
+def test_prebuilt_has_every_target_and_loads(prebuilt):
     out, lib = prebuilt
     elfs = subprocess.run([str(_CO), "--list-elf", str(lib)], capture_output=True, text=True).stdout
-    assert "sm_90" in elfs and "sm_120" in elfs, elfs
+    assert all(f"sm_{a}" in elfs for a in ("90", "100", "120")), elfs
+    ptx = subprocess.run([str(_CO), "--list-ptx", str(lib)], capture_output=True, text=True).stdout
+    assert "sm_120" in ptx, ptx
     stamp = json.loads((out / "sglang_ddtree_tree.json").read_text())
-    assert stamp["archs"] == "9.0;12.0" and stamp["torch"] == torch.__version__
+    assert stamp["archs"] == "9.0;10.0;12.0+PTX" and stamp["torch"] == torch.__version__
     mod = tree_cuda._load_prebuilt(out)
     assert mod is not None and {"build_tree_layout", "tree_walk", "gdn_tree_commit"} <= set(dir(mod))
 
@@ -60,3 +64,23 @@ def test_the_bundles_prebuilt_is_what_loads_on_this_gpu():
     mod = tree_cuda._load_prebuilt(d)
     assert mod is not None, f"stamp in {d} does not match this torch/sources/GPU"
     assert Path(tree_cuda._load().__file__).resolve().parent == d.resolve()
+
+
+@pytest.mark.parametrize("archs,cap,runs", [
+    ("9.0;10.0;12.0+PTX", (9, 0), True), ("9.0;10.0;12.0+PTX", (10, 0), True),
+    ("9.0;10.0;12.0+PTX", (12, 0), True), ("9.0;10.0;12.0+PTX", (12, 1), True),  # PTX, JIT by the driver
+    ("9.0;10.0;12.0+PTX", (8, 9), False), ("9.0;10.0;12.0+PTX", (10, 3), False),  # no SASS, PTX newer
+    ("9.0;12.0", (12, 1), False), ("8.0+PTX", (9, 0), True), ("", (9, 0), False),
+])
+def test_which_devices_a_prebuilt_runs_on(archs, cap, runs):
+    assert tree_cuda.runs_on(archs, *cap) is runs
+
+
+def test_kernels_for_a_device(monkeypatch):
+    assert tree_cuda.for_device("cpu", allow_slow=False) is None  # the CPU engine: the torch path
+    monkeypatch.setattr(tree_cuda, "available", lambda: None)
+    assert tree_cuda.for_device("cuda:0", allow_slow=False) is tree_cuda
+    monkeypatch.setattr(tree_cuda, "available", lambda: "build failed: nvcc not found")
+    with pytest.raises(RuntimeError, match="build failed: nvcc not found.*--speculative-ddtree-allow-slow-kernels"):
+        tree_cuda.for_device("cuda:0", allow_slow=False)
+    assert tree_cuda.for_device("cuda:0", allow_slow=True) is None

@@ -1,13 +1,15 @@
-"""CUDA tree kernels (``sgl-kernel/csrc/ddtree_tree.cu``): one launch builds the best-first
+"""CUDA tree kernels (``kernels/csrc/ddtree_tree.cu``): one launch builds the best-first
 tree and its verify layout, one launch walks it. Bit-identical to
 ``core.tree_builder.build_tree_reference`` / ``core.verify_layout`` / ``core.accept``.
 
-The extension is loaded prebuilt when a build for this torch and these sources ships beside the
-package (``kernels/prebuilt/``, made ahead of time on a machine with nvcc and no GPU for sm_90
-and sm_120 by :func:`build_prebuilt`; the offline bundle carries one), else compiled on first
-use with ``torch.utils.cpp_extension`` for the current GPU (cached under the build directory);
-where neither works, :func:`available` says why and callers use the torch implementation in
-``sglang_ddtree.core``.
+The extension is loaded prebuilt when a build for this torch and these sources ships in the
+package (``kernels/prebuilt/``: the wheel build and the offline bundle make one ahead of time,
+without a GPU, by :func:`build_prebuilt`: SASS for sm_90, sm_100 and sm_120, PTX of sm_120 for
+newer parts), else compiled on first use with ``torch.utils.cpp_extension`` for the current GPU
+from the sources shipped beside it (``kernels/csrc/``, cached under the build directory). Where
+neither works, :func:`available` says why; the worker then refuses to start on a GPU unless
+``--speculative-ddtree-allow-slow-kernels`` asks for the torch implementation in
+``sglang_ddtree.core`` (and the Triton commit).
 """
 
 from __future__ import annotations
@@ -26,23 +28,28 @@ from ..core.tree_builder import DraftTree, _caps
 from ..core.verify_layout import VerifyLayout
 
 
-def _find_csrc() -> Path:
-    here = Path(__file__).resolve()
-    # Repository checkout (python/sglang_ddtree/...) or the offline bundle (site/sglang_ddtree/...).
-    for base in (here.parents[3], here.parents[2]):
-        if (base / "sgl-kernel" / "csrc" / "ddtree_tree.cu").exists():
-            return base / "sgl-kernel" / "csrc"
-    return here.parents[3] / "sgl-kernel" / "csrc"
-
-
-_CSRC = _find_csrc()
+_CSRC = Path(__file__).resolve().parent / "csrc"  # package data: in the checkout and in the wheel
 
 
 _NAME = "sglang_ddtree_tree"
 _SOURCES = ("ddtree_bind.cpp", "ddtree_tree.cu", "ddtree_gdn_commit.cu")
 _CFLAGS = ["-O3"]
 PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
-PREBUILT_ARCHS = "9.0;12.0"  # H200 (measured) and RTX PRO 6000 Blackwell (the user's host)
+# H200 (measured), B200, RTX PRO 6000 Blackwell (the user's host); PTX of the last for newer parts.
+PREBUILT_ARCHS = "9.0;10.0;12.0+PTX"
+
+
+def runs_on(archs: str, major: int, minor: int) -> bool:
+    """Whether a build for ``archs`` (``TORCH_CUDA_ARCH_LIST`` syntax) runs on a device of compute
+    capability ``major.minor``: its SASS for exactly that capability, or PTX of one not newer."""
+    for a in archs.replace(" ", ";").split(";"):
+        if not a:
+            continue
+        ptx = a.endswith("+PTX")
+        ma, mi = (int(x) for x in a.removesuffix("+PTX").split("."))
+        if (ma, mi) == (major, minor) or (ptx and (ma, mi) <= (major, minor)):
+            return True
+    return False
 
 
 def build_stamp() -> dict:
@@ -68,10 +75,8 @@ def _load_prebuilt(directory: Path):
     have, want = json.loads(stamp.read_text()), build_stamp()
     if {k: have.get(k) for k in want} != want:
         return None
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        if f"{major}.{minor}" not in have.get("archs", "").split(";"):
-            return None
+    if torch.cuda.is_available() and not runs_on(have.get("archs", ""), *torch.cuda.get_device_capability()):
+        return None
     loader = importlib.machinery.ExtensionFileLoader(_NAME, str(libs[0]))
     spec = importlib.util.spec_from_file_location(_NAME, str(libs[0]), loader=loader)
     mod = importlib.util.module_from_spec(spec)
@@ -81,7 +86,7 @@ def _load_prebuilt(directory: Path):
 
 def build_prebuilt(out_dir: Path, archs: str = PREBUILT_ARCHS) -> Path:
     """Compile the extension for ``archs`` without a GPU (nvcc + a CUDA torch) into ``out_dir``
-    with its stamp; returns the shared library."""
+    with its stamp; returns the shared library. Raises when no toolkit can build it."""
     import json
     import shutil
     import tempfile
@@ -128,14 +133,57 @@ def _compile(build_directory: Optional[Path]):
 
 @functools.lru_cache(maxsize=1)
 def _load():
-    prebuilt = _load_prebuilt(Path(PREBUILT_DIR_ENV.get() or PREBUILT_DIR))
+    directory = Path(PREBUILT_DIR_ENV.get() or PREBUILT_DIR)
+    prebuilt = _load_prebuilt(directory)
     if prebuilt is not None:
+        _ORIGIN[0] = f"prebuilt for {json_field(directory, 'archs')} ({directory})"
         return prebuilt
     out = None
     if BUILD_DIR.get():
         out = Path(BUILD_DIR.get()) / "torch_ext" / "ddtree_tree"
         out.mkdir(parents=True, exist_ok=True)
-    return _compile(out)
+    mod = _compile(out)
+    _ORIGIN[0] = f"JIT-built from {_CSRC} (no prebuilt build in {directory} matches this torch and GPU)"
+    return mod
+
+
+_ORIGIN = [""]
+
+
+def json_field(directory: Path, key: str):
+    import json
+
+    return json.loads((directory / f"{_NAME}.json").read_text()).get(key)
+
+
+def origin() -> str:
+    """Where the loaded extension came from (empty before it loads)."""
+    return _ORIGIN[0]
+
+
+def for_device(device, allow_slow: bool):
+    """This module where the CUDA kernels serve ``device``, else None (CPU devices, or a GPU with
+    ``allow_slow``: the caller uses ``sglang_ddtree.core``'s torch path). On a GPU where they
+    cannot load and ``allow_slow`` is false: RuntimeError with the reason and the fix."""
+    if not str(device).startswith("cuda"):
+        return None
+    why = available()
+    if why is None:
+        return _this_module()
+    if allow_slow:
+        return None
+    raise RuntimeError(
+        f"DDTREE: the CUDA tree kernels cannot load on this GPU ({why}). Install the sglang-ddtree wheel "
+        "built for this torch (it ships the kernels prebuilt for sm_90, sm_100 and sm_120, PTX for newer), or "
+        "give the JIT build a CUDA toolkit matching torch (nvcc on PATH or CUDA_HOME); or pass "
+        "--speculative-ddtree-allow-slow-kernels to serve with the torch tree builder and the Triton commit "
+        "(slower).")
+
+
+def _this_module():
+    import sys
+
+    return sys.modules[__name__]
 
 
 def available() -> Optional[str]:
