@@ -94,13 +94,59 @@ def _short_name(name: str, limit: int = 120) -> str:
     return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
+PHASE_PREFIX = "ddtree."  # the decode step's phases (debug_log.StepTimer's profiler ranges)
+OUTSIDE = "outside"
+
+
+def phase_totals(events: List[dict]) -> Dict[str, float]:
+    """Device time (us) per ``"<phase>/<kernel family>"``: each kernel counts for the phase whose
+    GPU span (the profiler's ``gpu_user_annotation`` of a ``ddtree.<phase>`` range, same device)
+    holds its start, else for :data:`OUTSIDE` (between phases, or an engine without them)."""
+    spans: Dict[object, List[tuple]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith(PHASE_PREFIX):
+            t0 = float(e.get("ts", 0.0))
+            spans.setdefault(e.get("pid"), []).append((t0, t0 + float(e.get("dur", 0.0)), e["name"][len(PHASE_PREFIX):]))
+    for v in spans.values():
+        v.sort()
+    out: Dict[str, float] = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATS:
+            continue
+        t, phase = float(e.get("ts", 0.0)), OUTSIDE
+        for a, b, name in spans.get(e.get("pid"), ()):
+            if a <= t < b:
+                phase = name
+                break
+            if a > t:
+                break
+        key = f"{phase}/{category(e['name'])}"
+        out[key] = out.get(key, 0.0) + float(e.get("dur", 0.0))
+    return out
+
+
+def phases_per_step(short: Dict[str, float], long: Dict[str, float], steps_short: int, steps_long: int) -> dict:
+    """``{phase: {family: ms per decode step}}`` from two traces' :func:`phase_totals`."""
+    span = steps_long - steps_short
+    out: Dict[str, Dict[str, float]] = {}
+    for key in sorted(set(short) | set(long)):
+        phase, fam = key.split("/", 1)
+        ms = (long.get(key, 0.0) - short.get(key, 0.0)) / span / 1e3
+        if abs(ms) >= 5e-5:
+            out.setdefault(phase, {})[fam] = round(ms, 4)
+    return out
+
+
 def summarize(short_path, long_path, steps_short: int, steps_long: int, top: int = 25) -> dict:
-    """:func:`per_step` of two trace files, with the kind of events it summed."""
+    """:func:`per_step` of two trace files, with the kind of events it summed; on device traces
+    also ``by_phase`` (:func:`phases_per_step`)."""
     ev_s, ev_l = load_events(short_path), load_events(long_path)
     kind = trace_kind(ev_l)
     cats = DEVICE_CATS if kind == "device" else ("cpu_op",)
     out = per_step(totals(ev_s, cats), totals(ev_l, cats), steps_short, steps_long, top)
     out.update(kind=kind, decode_steps=[steps_short, steps_long])
+    if kind == "device":
+        out["by_phase"] = phases_per_step(phase_totals(ev_s), phase_totals(ev_l), steps_short, steps_long)
     return out
 
 

@@ -104,3 +104,30 @@ def test_kernels_are_summed_by_family(tmp_path):
 ])
 def test_kernel_families_by_name(name, family):
     assert ts.category(name) == family
+
+
+def _phased_trace(steps: int) -> list:
+    """Each decode step: a draft phase (a GEMM), a verify phase (a GEMM, attention, a GDN kernel)
+    and, between phases, a copy; the annotation spans on the GPU timeline of device 0; a kernel
+    of another device inside the same times counts outside."""
+    ev, t = [], 0.0
+    for _ in range(steps):
+        ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "ddtree.draft", "pid": 0, "ts": t, "dur": 100.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "nvjet_gemm", "pid": 0, "ts": t + 1, "dur": 90.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "nvjet_gemm", "pid": 1, "ts": t + 1, "dur": 7.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "elementwise_copy", "pid": 0, "ts": t + 100, "dur": 20.0})
+        ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "ddtree.verify", "pid": 0, "ts": t + 130, "dur": 500.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "nvjet_gemm", "pid": 0, "ts": t + 130, "dur": 300.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "_fwd_kernel", "pid": 0, "ts": t + 430, "dur": 100.0})
+        ev.append({"ph": "X", "cat": "kernel", "name": "_tree_conv_kernel", "pid": 0, "ts": t + 530, "dur": 50.0})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "ts": t + 140, "dur": 50.0})
+        t += 1000.0
+    return ev
+
+
+def test_device_time_by_phase_and_family(tmp_path):
+    short = _write(tmp_path / "s.trace.json", _phased_trace(2), False)
+    long = _write(tmp_path / "l.trace.json", _phased_trace(6), False)
+    by = ts.summarize(short, long, 2, 6)["by_phase"]
+    assert by == {"draft": {"gemm": 0.09}, "verify": {"gemm": 0.3, "attention": 0.1, "gdn": 0.05},
+                  "outside": {"copy_elementwise": 0.02, "gemm": 0.007}}

@@ -3,7 +3,7 @@
 # weights, context 8192, triton attention, graphs and overlap on: DDTREE-16 (first: it absorbs the
 # Triton compiles), DFLASH, the DDTREE chain and DDTREE-64 at 1 and 16 requests, device ms per
 # phase and host ms per phase (--phases), host synchronisations inside the step (--sync-check),
-# device time per kernel family (--profile). Carry build/bundle/sglang-ddtree-bundle.tar.xz
+# device time per kernel family and per phase x family (--profile). Carry build/bundle/sglang-ddtree-bundle.tar.xz
 # (assets' drafter moved aside).
 R=${OUT:?}
 t0=$(date +%s)
@@ -23,7 +23,7 @@ d = json.load(open(os.environ["OUT"] + "/sc/step_cost.json"))
 for r in (d["rows"] if isinstance(d, dict) else d):
     print(r.get("config"), r.get("concurrency"), r.get("ms_per_step"), "phases", r.get("phase_ms"),
           "syncs", {k: v for k, v in (r.get("timed") or {}).items() if k.startswith("host_sync")},
-          "families", (r.get("profile") or {}).get("by_category"))
+          "families", (r.get("profile") or {}).get("by_category"), "by_phase", (r.get("profile") or {}).get("by_phase"))
 PY
 grep -h "host synchronisation" -A12 $R/sc/*.log $R/sc.out 2>/dev/null | head -80 > $R/syncs.txt
 rm -rf $R/prep
