@@ -31,6 +31,23 @@ _NO_ID = 2**31 - 1
 
 
 @triton.jit
+def _top_k(v, ids, live, K: tl.constexpr, KP: tl.constexpr, NO_ID: tl.constexpr):
+    """The K best of the ``live`` entries of ``v`` (fp32) with their ``ids`` (int32, unique among
+    the live ones), best first, ties to the lower id: ``[KP]`` values (-inf past the live ones)
+    and ids (``NO_ID`` there)."""
+    slot = tl.arange(0, KP)
+    top_v = tl.full([KP], float("-inf"), tl.float32)
+    top_i = tl.full([KP], NO_ID, tl.int32)
+    for i in tl.static_range(K):
+        best = tl.max(tl.where(live, v, float("-inf")), 0)
+        pick = tl.min(tl.where(live & (v == best), ids, NO_ID), 0)
+        top_v = tl.where(slot == i, best, top_v)
+        top_i = tl.where(slot == i, pick, top_i)
+        live = live & (ids != pick)
+    return top_v, top_i
+
+
+@triton.jit
 def _chunk_topk_kernel(logits, s_row, V, n_chunks, cand_val, cand_id, chunk_max, chunk_sum,
                        K: tl.constexpr, KP: tl.constexpr, CHUNK: tl.constexpr, NO_ID: tl.constexpr):
     row = tl.program_id(0)
@@ -42,15 +59,8 @@ def _chunk_topk_kernel(logits, s_row, V, n_chunks, cand_val, cand_id, chunk_max,
     e = tl.where(live & (x > float("-inf")), tl.exp(x - mx), 0.0)
     tl.store(chunk_max + row * n_chunks + c, mx)
     tl.store(chunk_sum + row * n_chunks + c, tl.sum(e, 0))
+    vals, ids = _top_k(x, offs, live, K, KP, NO_ID)
     slot = tl.arange(0, KP)
-    vals = tl.full([KP], float("-inf"), tl.float32)
-    ids = tl.full([KP], NO_ID, tl.int32)
-    for i in tl.static_range(K):
-        best = tl.max(tl.where(live, x, float("-inf")), 0)
-        pick = tl.min(tl.where(live & (x == best), offs, NO_ID), 0)
-        vals = tl.where(slot == i, best, vals)
-        ids = tl.where(slot == i, pick, ids)
-        live = live & (offs != pick)
     base = (row * n_chunks + c) * K
     tl.store(cand_val + base + slot, vals, mask=slot < K)
     tl.store(cand_id + base + slot, ids, mask=slot < K)
@@ -71,16 +81,8 @@ def _merge_topk_kernel(cand_val, cand_id, chunk_max, chunk_sum, n_chunks, out_va
     o = tl.arange(0, CP)
     v = tl.load(cand_val + row * n + o, mask=o < n, other=float("-inf"))
     ids = tl.load(cand_id + row * n + o, mask=o < n, other=NO_ID)
-    live = (o < n) & (ids != NO_ID)
+    top_v, top_i = _top_k(v, ids, (o < n) & (ids != NO_ID), K, KP, NO_ID)
     slot = tl.arange(0, KP)
-    top_v = tl.full([KP], float("-inf"), tl.float32)
-    top_i = tl.full([KP], NO_ID, tl.int32)
-    for i in tl.static_range(K):
-        best = tl.max(tl.where(live, v, float("-inf")), 0)
-        pick = tl.min(tl.where(live & (v == best), ids, NO_ID), 0)
-        top_v = tl.where(slot == i, best, top_v)
-        top_i = tl.where(slot == i, pick, top_i)
-        live = live & (ids != pick)
     tl.store(out_val + row * K + slot, top_v, mask=slot < K)
     tl.store(out_id + row * K + slot, top_i, mask=slot < K)
 
