@@ -47,7 +47,7 @@ from .debug_log import DebugLog, PhaseEvents, StepTimer, SyncWatch
 from .engine import tree_gdn
 from .engine.draft_head import DraftTopKHead
 from .engine.verify_widths import build_verify_runtimes
-from .kernels import tree_cuda
+from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
 from .verify_info import DDTreeVerifyInput, prepare_state_tracking
@@ -105,12 +105,15 @@ class DDTreeWorker(DFlashWorkerV2):
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
         # The CUDA tree kernels; None: the torch path (CPU, or --speculative-ddtree-allow-slow-kernels).
         self._tree_cuda = tree_cuda.for_device(self.device, bool(server_args.speculative_ddtree_allow_slow_kernels))
-        if self._tree_cuda is not None:
-            logger.info("DDTREE kernels: tree build + layout + walk CUDA, %s; drafter top-K Triton (fused)",
-                        tree_cuda.origin())
-        elif str(self.device).startswith("cuda"):
-            logger.warning("DDTREE kernels: tree build + layout + walk through torch (%s; "
-                           "--speculative-ddtree-allow-slow-kernels)", tree_cuda.available())
+        if str(self.device).startswith("cuda"):
+            topk_kernel = "fused Triton kernel" if self.topk <= draft_topk.MAX_K else "torch"
+            if self._tree_cuda is not None:
+                logger.info("DDTREE kernels: tree build + layout + walk CUDA (%s); drafter top-K %s",
+                            tree_cuda.origin(), topk_kernel)
+            else:
+                logger.warning("DDTREE kernels: tree build + layout + walk torch (%s; "
+                               "--speculative-ddtree-allow-slow-kernels); drafter top-K %s",
+                               tree_cuda.available(), topk_kernel)
         logger.info("DDTREE worker: budget=%d topk=%d max_depth=%d block_size=%d verify_width=%d",
                     self.budget, self.topk, self.max_depth, self.block_size, self.width)
 
