@@ -66,8 +66,10 @@ def register() -> None:
     spec_finish.register_spec_finish_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":  # sglang's own variable
         from .compat.cpu import register_cpu_hooks
+        from .compat.cpu_paged import register_cpu_paged_hooks
 
         register_cpu_hooks()
+        register_cpu_paged_hooks()
     if config.wants_test_plugin():
         importlib.import_module("sglang_ddtree.testing.plugin").register()
     logger.info("sglang-ddtree plugin registered in pid %d", os.getpid())

@@ -213,12 +213,10 @@ def validate_ddtree_parallelism(server_args) -> None:
             "DDTREE does not support pipeline parallelism: set --pp-size 1 "
             f"(got {server_args.pp_size})."
         )
-    if int(server_args.page_size or 1) != 1:
+    if int(server_args.page_size or 1) != 1 and float(getattr(server_args, "speculative_ddtree_oracle_rate", 0) or 0) > 0:
         raise ValueError(
-            "DDTREE currently supports --page-size 1 only: the accepted path is committed by "
-            "permuting the request's KV slots, which needs single-token pages "
-            f"(got --page-size {server_args.page_size})."
-        )
+            "--speculative-ddtree-oracle-rate needs --page-size 1 (its replay writes to scratch KV slots "
+            f"allocated token by token); got --page-size {server_args.page_size}: remove the oracle rate.")
 
 
 def is_ddtree(server_args) -> bool:

@@ -101,13 +101,32 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         """After acceptance: the hybrid state of the accepted path into the requests' slots
         (``pre_verify_lens``: the committed lengths copied before the verify), then the window
         path first into ``req_to_token`` (rows of ``batch.req_pool_indices``, columns
-        ``prefix_lens .. + W``)."""
+        ``prefix_lens .. + W``), or with pages of more than one token (``plan.move_src``) the
+        path's KV moved into the window's first slots."""
         if gdn is not None:
             self._commit_linear_state(batch, accepted, accept_len, pre_verify_lens, plan.commit_lens, target_worker,
                                       gdn, runtimes)
+        if plan.move_src is not None:
+            self._move_path_kv(batch, plan, req_to_token, prefix_lens, target_worker)
+            return
         W = plan.new_window.shape[1]
         cols = prefix_lens.long().unsqueeze(1) + torch.arange(W, device=prefix_lens.device)
         req_to_token[batch.req_pool_indices.long().unsqueeze(1), cols] = plan.new_window.to(req_to_token.dtype)
+
+    def _move_path_kv(self, batch, plan: CommitPlan, req_to_token: torch.Tensor, prefix_lens: torch.Tensor,
+                      target_worker) -> None:
+        """``plan.move_src -> plan.move_dst`` (``[bs, P]`` slots) in the target's KV pool, through
+        the slots of positions ``prefix + W .. + P - 1``: sources and destinations overlap, and
+        the pool's copy kernel gives no order between entries. Those positions are the request's
+        own (DFLASH reserves ``2 W`` past the committed length each step) and hold nothing
+        committed."""
+        bs, P = plan.move_src.shape
+        W = int(self.draft_token_num)
+        cols = prefix_lens.long().unsqueeze(1) + W + torch.arange(P, device=prefix_lens.device)
+        scratch = req_to_token[batch.req_pool_indices.long().unsqueeze(1), cols].long().reshape(-1)
+        pool = target_worker.model_runner.token_to_kv_pool
+        pool.move_kv_cache(scratch, plan.move_src.reshape(-1).long())
+        pool.move_kv_cache(plan.move_dst.reshape(-1).long(), scratch)
 
     def _commit_linear_state(self, batch, accepted, accept_len, prefix_lens, commit_lens, target_worker, gdn,
                              runtimes) -> None:

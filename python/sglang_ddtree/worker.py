@@ -102,6 +102,8 @@ class DDTreeWorker(DFlashWorkerV2):
         # in DFLASH's place (_maybe_build_draft_sampler), eager otherwise.
         self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
                                                 self.topk, get_tp_group() if self.ps.tp_size > 1 else None)
+        # Pages of more than one token: the accepted path's KV moves into place (core/commit_plan.py).
+        self._move_kv = int(server_args.page_size or 1) > 1
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
         # The CUDA tree kernels; None: the torch path (CPU, or --speculative-ddtree-allow-slow-kernels).
         self._tree_cuda = tree_cuda.for_device(self.device, bool(server_args.speculative_ddtree_allow_slow_kernels))
@@ -226,7 +228,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # 4) Accept.
         with timer.phase("accept"):
             target = self._target_tokens(logits_output.next_token_logits.view(bs, width, -1), batch)
-            acc, plan = verify_to_commit(layout, target, L, window, fast=self._tree_cuda)
+            acc, plan = verify_to_commit(layout, target, L, window, fast=self._tree_cuda, move_kv=self._move_kv)
         if self.oracle_rate > 0 and self._oracle_rng.random() < self.oracle_rate:
             self._oracle_replay(batch, prefix_lens, root, acc, width)
         self.stats.record(acc.accept_len, tree.depth)

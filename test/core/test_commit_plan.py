@@ -107,3 +107,60 @@ def test_step_program_end_to_end():
     for b in range(bs):
         path = [p for p in acc.accepted[b].tolist() if p >= 0]
         assert plan.new_window[b, : len(path)].tolist() == [int(window[b, p]) for p in path]
+
+
+# ----------------------------------------------------------------------------- page size > 1
+
+
+def test_move_plan_hard_coded_non_contiguous_paths_and_mid_batch_finishes():
+    window = torch.tensor([[100, 101, 102, 103, 104, 105],
+                           [200, 201, 202, 203, 204, 205],
+                           [300, 301, 302, 303, 304, 305]])
+    acc = _acc(accepted=[[0, 4, 5, -1], [0, -1, -1, -1], [0, 3, -1, -1]], accept_len=[2, 0, 1],
+               new_tokens=[[11, 12, 13, -1], [21, -1, -1, -1], [31, 32, -1, -1]])
+    plan = build_commit_plan(acc, window, move_kv=True)
+    assert torch.equal(plan.new_window, window)  # pages keep their slots in position order
+    assert plan.move_dst.tolist() == [[100, 101, 102, 103], [200, 201, 202, 203], [300, 301, 302, 303]]
+    assert plan.move_src.tolist() == [[100, 104, 105, 103], [200, 201, 202, 203], [300, 303, 302, 303]]
+    assert plan.path_slots.tolist() == plan.move_dst.tolist()
+    assert plan.path_index.tolist() == [[0, 4, 5, 0], [0, 0, 0, 0], [0, 3, 0, 0]]
+    assert plan.commit_lens.tolist() == [3, 1, 2] and plan.bonus.tolist() == [13, 21, 32]
+    assert build_commit_plan(acc, window).move_src is None  # page size 1: the permutation
+
+
+@settings(max_examples=200, deadline=None)
+@given(_paths())
+def test_move_plan_matches_the_reference_and_commits_the_path(case):
+    """Applied to a KV store (one value per slot: the verify position it holds), moving through
+    scratch slots puts the path's values at positions 0..a, as the permutation commits them at
+    page size 1."""
+    accepted, lens, new, window = case
+    plan = build_commit_plan(_acc(accepted, lens, new), torch.tensor(window), move_kv=True)
+    ref = build_commit_plan_reference(accepted, lens, new, window, move_kv=True)
+    for key in ("new_window", "move_src", "move_dst", "path_index", "commit_lens", "bonus", "out_tokens"):
+        assert getattr(plan, key).tolist() == ref[key], key
+    W = len(window[0])
+    kv = {slot: ("node", b, i) for b, row in enumerate(window) for i, slot in enumerate(row)}
+    src, dst = plan.move_src.reshape(-1).tolist(), plan.move_dst.reshape(-1).tolist()
+    scratch = [10**6 + j for j in range(len(src))]
+    for s, t in zip(src, scratch):  # step 1: sources out of the window ...
+        kv[t] = kv[s]
+    for s, t in zip(scratch, dst):  # ... step 2: into place
+        kv[t] = kv[s]
+    permuted = build_commit_plan(_acc(accepted, lens, new), torch.tensor(window)).new_window.tolist()
+    for b, a in enumerate(lens):
+        for t in range(a + 1):
+            assert kv[window[b][t]] == ("node", b, accepted[b][t])  # position t holds path node t
+            assert ("node", b, accepted[b][t]) == ("node", b, window[b].index(permuted[b][t]))
+
+
+def test_a_direct_overlapping_move_would_corrupt_the_path():
+    """Path 0 -> 2 -> 3: slot 2 is a source (for position 1) and a destination (of node 3). A move
+    that writes one entry before reading the next takes node 3's KV to position 1; the plan's
+    caller therefore moves through scratch slots (verify_info.DDTreeVerifyInput.commit)."""
+    window = torch.arange(6).view(1, 6)
+    plan = build_commit_plan(_acc([[0, 2, 3]], [2], [[7, 8, 9]]), window, move_kv=True)
+    kv = list(range(6))
+    for s, t in zip(plan.move_src[0].tolist()[::-1], plan.move_dst[0].tolist()[::-1]):  # one by one
+        kv[t] = kv[s]
+    assert kv[:3] != [0, 2, 3]

@@ -175,6 +175,12 @@ CASES = {
                                  {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),
     "ddtree128-qwen35-wy": ("qwen35", lambda: _ddtree(128, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {}),
+    # --page-size 16: full-depth oracle paths (16 tokens) cross pages; the path's KV moves into
+    # place (core/commit_plan.py).
+    "ddtree15-llama-oracle-first-page16": ("llama", lambda: _ddtree(15, page_size=16), {"oracle": "first"}),
+    "ddtree15-qwen35-wy-oracle-first-page16": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                                         disable_radix_cache=True, page_size=16),
+                                               {"oracle": "first"}),
     "ddtree15-qwen35-wy-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                   disable_radix_cache=True), {"oracle": "first"}),
     "ddtree16-qwen35-wy-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",

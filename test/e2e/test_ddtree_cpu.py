@@ -297,3 +297,27 @@ def test_budget_auto_switches_per_step_and_stays_lossless(batches, reference, tm
     assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
     for o in runs[0]:
         assert o["meta_info"]["ddtree_budget"] == "auto"
+
+
+@pytest.mark.parametrize("page_size", [16, 64])
+def test_pages_of_many_tokens_move_the_path_and_stay_lossless(batches, reference, page_size):
+    """--page-size > 1: the accepted path's KV moves into place (no slot permutation). Full-depth
+    oracle paths of 16 tokens cross page boundaries (prompts of 5, 3, 19 and 1 tokens), requests
+    finish mid-page, the radix cache hands follow-ups whole pages committed that way; every output
+    equals no speculation at the same page size, and no slot leaks (STRICT)."""
+    follow = _follow_ups(reference["mixed"])
+    work = [batches["mixed"], batches["lens"], follow]
+    plain, plain_after = _run(work, page_size=page_size)
+    info = []
+    runs, after = _run(work, env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]}, info_out=info,
+                       page_size=page_size, **_ddtree(budget=15))
+    want = [reference["mixed"], reference["lens"], reference["follow_ups"]]
+    assert [_ids(r) for r in plain] == want  # the page size changes nothing without speculation
+    assert [_ids(r) for r in runs] == want
+    assert _ids(after) == _ids(plain_after) == reference["after"]
+    for o in runs[0]:  # every step accepted all 15 drafts: the moves really happened
+        assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2]
+    cached = [o["meta_info"]["cached_tokens"] for o in runs[2]]
+    assert all(c % page_size == 0 for c in cached), cached  # the radix cache reuses whole pages
+    if any(len(p) > page_size for p in follow[0]):  # some follow-up spans a whole committed page
+        assert sum(cached) > 0, cached

@@ -53,7 +53,7 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(speculative_ddtree_budget="auto", speculative_ddtree_step_cost="/nonexistent.json"),
      "--speculative-ddtree-step-cost"),
     (dict(speculative_ddtree_budget=16, speculative_ddtree_step_cost="/tmp/x.json"), "--speculative-ddtree-step-cost"),
-    (dict(page_size=2), "--page-size"),
+    (dict(page_size=16, speculative_ddtree_oracle_rate=0.5), "--speculative-ddtree-oracle-rate needs --page-size 1"),
     (dict(pp_size=2), "--pp-size"),
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
     (dict(mamba_radix_cache_strategy="extra_buffer_lazy"), "--mamba-radix-cache-strategy"),
@@ -174,3 +174,7 @@ def test_extra_buffer_test_switch_resolves_the_tiny_hybrid_to_extra_buffer(serve
     tracked = _hybrid(server_args_cls, disable_overlap_schedule=False, mamba_track_interval=16)
     assert tracked.mamba_radix_cache_strategy == "extra_buffer" and tracked.enable_mamba_extra_buffer()
     assert "Qwen3_5ForConditionalGeneration" in overrides._MAMBA_EXTRA_BUFFER_ARCHS  # kept
+
+
+def test_pages_of_many_tokens_are_accepted(server_args_cls):
+    assert _args(server_args_cls, page_size=16).page_size == 16

@@ -36,12 +36,13 @@ def draft_to_verify(lp: torch.Tensor, ids: torch.Tensor, root_tokens: torch.Tens
 
 
 def verify_to_commit(layout: VerifyLayout, target: torch.Tensor, max_depth: int, window: torch.Tensor,
-                     fast=None) -> tuple[Acceptance, CommitPlan]:
+                     fast=None, move_kv: bool = False) -> tuple[Acceptance, CommitPlan]:
     """``target [bs, W]``: the target's argmax (T = 0) or its sample (T > 0) at every verify
     position; ``window [bs, W]``: the KV slots the verify wrote. ``max_depth``: the draft's
-    depth L (bounds the path)."""
+    depth L (bounds the path). ``move_kv``: commit by moving the path's KV (page size > 1,
+    ``commit_plan``) instead of permuting the window."""
     if fast is not None:
         acc = fast.tree_walk(layout, target, max_depth)
     else:
         acc = tree_walk(layout.tokens, layout.parent, layout.depth, target, max_depth)
-    return acc, build_commit_plan(acc, window)
+    return acc, build_commit_plan(acc, window, move_kv)
