@@ -54,9 +54,10 @@ TRIM_GLOBS = [
     "xgrammar/**/*.a", "**/__pycache__",
     # Pulled in by IPython / outlines / blobfile but not imported on the serving path.
     "jedi", "parso", "pycountry", "Cryptodome",
-    # flashinfer JIT needs its headers, not CUTLASS's examples, tools and docs.
+    # flashinfer JIT needs its headers, not CUTLASS's examples, scripts and docs (its prefill
+    # kernels include tools/util/include, e.g. cutlass/util/command_line.h: kept, ~0.8 MiB).
     "flashinfer/data/cutlass/examples", "flashinfer/data/cutlass/python",
-    "flashinfer/data/cutlass/tools", "flashinfer/data/cutlass/test", "flashinfer/data/cutlass/docs",
+    "flashinfer/data/cutlass/tools/util/scripts", "flashinfer/data/cutlass/test", "flashinfer/data/cutlass/docs",
     "flashinfer/data/cutlass/media",
 ]
 # Shared libraries whose debug symbols we strip (the CUDA kernel libraries are left intact).
