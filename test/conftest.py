@@ -43,3 +43,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory):
+    """The sglang-ddtree wheel built from this checkout as ``scripts/build_wheel.sh`` builds it
+    (``pip wheel --no-build-isolation``: with nvcc here, the CUDA tree kernels prebuilt in it);
+    built once per test session (the kernel build takes ~30 s)."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("wheel")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "-w", str(out), str(root)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = out.glob("sglang_ddtree-*.whl")
+    return whl

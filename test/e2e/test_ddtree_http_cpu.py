@@ -1,7 +1,9 @@
 """DDTREE through ``python -m sglang.launch_server`` on CPU: the OpenAI-compatible and native
 endpoints equal Hugging Face greedy output, an aborted streaming request fails alone (the
 server keeps serving, no KV leak under the strict idle memory check), and /server_info
-reports the average accept length of real acceptance (oracle drafter, full paths)."""
+reports the average accept length of real acceptance (oracle drafter, full paths). Each test
+runs against a server with single-token KV pages and one with pages of 16 (the accepted path's
+KV is moved there, not its slots permuted)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ pytestmark = pytest.mark.e2e
 N = 33
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ddtree_http")
+@pytest.fixture(scope="module", params=[1, 16], ids=["page1", "page16"])
+def server(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp(f"ddtree_http_page{request.param}")
     oracle = tmp / "oracle.json"
     oracle.write_text(json.dumps({
         "mode": "first",
@@ -34,6 +36,7 @@ def server(tmp_path_factory):
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", str(tiny_models.model_path("dflash-llama")),
         "--speculative-ddtree-budget", "15", "--speculative-ddtree-topk", "4",
+        "--page-size", str(request.param),
     ]
     env = {"SGLANG_DDTREE_TEST_ORACLE": str(oracle), "SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
     log = tmp / "server.log"

@@ -66,14 +66,8 @@ print("RESULT " + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "-w", str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    (whl,) = out.glob("sglang_ddtree-*.whl")
-    return whl
+def wheel(built_wheel):
+    return built_wheel  # test/conftest.py: built once per session
 
 
 def test_wheel_contents(wheel):

@@ -23,9 +23,19 @@ needs_toolkit = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def prebuilt(tmp_path_factory):
+def prebuilt(built_wheel, tmp_path_factory):
+    """The prebuilt extension as the wheel carries it (its build step calls
+    ``tree_cuda.build_prebuilt``), unpacked: ``(folder, library)``."""
+    import zipfile
+
     out = tmp_path_factory.mktemp("prebuilt")
-    return out, tree_cuda.build_prebuilt(out)
+    with zipfile.ZipFile(built_wheel) as z:
+        for name in z.namelist():
+            if name.startswith("sglang_ddtree/kernels/prebuilt/"):
+                (out / Path(name).name).write_bytes(z.read(name))
+    libs = sorted(out.glob("sglang_ddtree_tree*.so"))
+    assert libs, f"the wheel carries no prebuilt extension: {sorted(p.name for p in out.iterdir())}"
+    return out, libs[0]
 
 
 @needs_toolkit
