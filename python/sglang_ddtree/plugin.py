@@ -36,6 +36,7 @@ def register() -> None:
         dflash,
         graph_guard,
         graph_init,
+        input_checks,
         linear_tree_mode,
         linear_verify,
         mamba_scratch,
@@ -59,6 +60,7 @@ def register() -> None:
     linear_verify.register_linear_verify_hook()
     mamba_scratch.register_mamba_scratch_hooks()
     request_checks.register_request_check_hooks()
+    input_checks.register_input_check_hooks()
     verify_graph_capture.register_verify_graph_capture_hook()
     graph_init.register_graph_init_hook()
     trimmed_bundle.register_trimmed_bundle_hooks()

@@ -122,3 +122,21 @@ def test_aborted_request_fails_alone_and_nothing_leaks(server):
         assert o["output_ids"] == hf_greedy("llama", tuple(p), N)
     assert proc.poll() is None
     assert "memory leak" not in log.read_text()
+
+
+@pytest.mark.parametrize("bad", [[5, 6, 10**6], [-1, 5], [5, 2.5]], ids=["past-vocab", "negative", "float"])
+def test_a_token_id_the_model_cannot_embed_is_a_400_and_the_server_keeps_serving(server, bad):
+    """(sglang 0.5.17 sends such ids to the scheduler, whose embedding lookup raises and takes the
+    server down.)"""
+    base, proc, log = server
+    r = requests.post(base + "/generate", json={"input_ids": bad, "sampling_params": {"max_new_tokens": 4}},
+                      timeout=60)
+    assert r.status_code == 400, r.text
+    if all(isinstance(t, int) for t in bad):  # (a float fails sglang's request schema before this check)
+        assert "is not a token id of this model" in r.json()["error"]["message"], r.text
+    r = requests.post(base + "/v1/completions", json={"model": "tiny", "prompt": [bad], "max_tokens": 4}, timeout=60)
+    assert r.status_code == 400, r.text
+    outs = _generate(base, PROMPTS[:2])  # still serving, still exact
+    for p, o in zip(PROMPTS[:2], outs):
+        assert o["output_ids"] == hf_greedy("llama", tuple(p), N)
+    assert proc.poll() is None
