@@ -1,6 +1,6 @@
 #!/bin/bash
-# Prepared, not run (nvidia-h200, ~9 min): the whole GPU smoke suite (test/e2e/test_gpu_smoke.py,
-# 23 engine cases) at the current commit, the one check issue 28 still needs (also the lossless check of issue 29's new defaults: drafter head in the graph, fused top-K, sync-free host lengths). Move
+# Prepared, not run (nvidia-h200, ~9-10 min): the whole GPU smoke suite (test/e2e/test_gpu_smoke.py,
+# 30 engine cases incl. ddtree15-llama-oracle-first-page16) at the current commit, the one check issue 28 still needs (also the lossless check of issue 29's new defaults: drafter head in the graph, fused top-K, sync-free host lengths). Move
 # assets/dflash-smollm2-135m/model.safetensors aside first (the tree must fit 64 MiB with the
 # bundle); carry build/bundle/sglang-ddtree-bundle.tar.xz.
 R=${OUT:?}
