@@ -10,6 +10,7 @@ gzipped); no GPU needed.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -107,19 +108,18 @@ def phase_totals(events: List[dict]) -> Dict[str, float]:
         if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith(PHASE_PREFIX):
             t0 = float(e.get("ts", 0.0))
             spans.setdefault(e.get("pid"), []).append((t0, t0 + float(e.get("dur", 0.0)), e["name"][len(PHASE_PREFIX):]))
-    for v in spans.values():
-        v.sort()
+    starts = {}
+    for pid, v in spans.items():
+        v.sort()  # a step's phases follow one another on the device: the spans do not overlap
+        starts[pid] = [a for a, _, _ in v]
     out: Dict[str, float] = {}
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATS:
             continue
         t, phase = float(e.get("ts", 0.0)), OUTSIDE
-        for a, b, name in spans.get(e.get("pid"), ()):
-            if a <= t < b:
-                phase = name
-                break
-            if a > t:
-                break
+        i = bisect.bisect_right(starts.get(e.get("pid"), ()), t) - 1  # the last span starting at or before t
+        if i >= 0 and t < spans[e.get("pid")][i][1]:
+            phase = spans[e.get("pid")][i][2]
         key = f"{phase}/{category(e['name'])}"
         out[key] = out.get(key, 0.0) + float(e.get("dur", 0.0))
     return out

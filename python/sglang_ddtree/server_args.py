@@ -161,6 +161,10 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     r = server_args.speculative_ddtree_oracle_rate
     if not 0.0 <= float(r) <= 1.0:
         raise ValueError(f"--speculative-ddtree-oracle-rate must be in [0, 1], got {r}.")
+    if float(r) > 0 and int(server_args.page_size or 1) != 1:
+        raise ValueError(
+            "--speculative-ddtree-oracle-rate needs --page-size 1 (its replay writes to scratch KV slots "
+            f"allocated token by token); got --page-size {server_args.page_size}: remove the oracle rate.")
     if getattr(server_args, "mamba_radix_cache_strategy", None) == "extra_buffer_lazy":
         # The lazy strategy plans its tracking slots in sglang's prepare_for_decode for the
         # chain workers it knows; DDTREE's tree verify and commit write the eager ping-pong slot.
@@ -213,10 +217,6 @@ def validate_ddtree_parallelism(server_args) -> None:
             "DDTREE does not support pipeline parallelism: set --pp-size 1 "
             f"(got {server_args.pp_size})."
         )
-    if int(server_args.page_size or 1) != 1 and float(getattr(server_args, "speculative_ddtree_oracle_rate", 0) or 0) > 0:
-        raise ValueError(
-            "--speculative-ddtree-oracle-rate needs --page-size 1 (its replay writes to scratch KV slots "
-            f"allocated token by token); got --page-size {server_args.page_size}: remove the oracle rate.")
 
 
 def is_ddtree(server_args) -> bool:

@@ -106,7 +106,8 @@ class DDTreeWorker(DFlashWorkerV2):
         self._move_kv = int(server_args.page_size or 1) > 1
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
         # The CUDA tree kernels; None: the torch path (CPU, or --speculative-ddtree-allow-slow-kernels).
-        self._tree_cuda = tree_cuda.for_device(self.device, bool(server_args.speculative_ddtree_allow_slow_kernels))
+        allow_slow = bool(server_args.speculative_ddtree_allow_slow_kernels)
+        self._tree_cuda = tree_cuda if tree_cuda.serves(self.device, allow_slow) else None
         if str(self.device).startswith("cuda"):
             topk_kernel = "fused Triton kernel" if self.topk <= draft_topk.MAX_K else "torch"
             if self._tree_cuda is not None:

@@ -39,7 +39,7 @@ out = {"package": sglang_ddtree.__file__, "csrc": str(tree_cuda._CSRC),
 if (tree_cuda.PREBUILT_DIR / "sglang_ddtree_tree.json").exists():
     mod = tree_cuda._load_prebuilt(tree_cuda.PREBUILT_DIR)
     out["prebuilt_loads"] = mod is not None and hasattr(mod, "build_tree_layout")
-    out["prebuilt_archs"] = tree_cuda.json_field(tree_cuda.PREBUILT_DIR, "archs")
+    out["prebuilt_archs"] = json.loads((tree_cuda.PREBUILT_DIR / "sglang_ddtree_tree.json").read_text())["archs"]
 
 import sglang as sgl
 
@@ -65,13 +65,8 @@ print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def wheel(built_wheel):
-    return built_wheel  # test/conftest.py: built once per session
-
-
-def test_wheel_contents(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_wheel_contents(built_wheel):
+    names = set(zipfile.ZipFile(built_wheel).namelist())
     pkg = ROOT / "python"
     want = {str(p.relative_to(pkg)) for p in (pkg / "sglang_ddtree").rglob("*.py")}
     want |= {f"sglang_ddtree/kernels/csrc/{n}" for n in ("ddtree_tree.cu", "ddtree_gdn_commit.cu", "ddtree_bind.cpp")}
@@ -81,17 +76,17 @@ def test_wheel_contents(wheel):
     if TOOLKIT:
         assert "sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree.json" in prebuilt, sorted(prebuilt)
         assert any(n.endswith(".so") for n in prebuilt), sorted(prebuilt)
-        stamp = json.loads(zipfile.ZipFile(wheel).read("sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree.json"))
+        stamp = json.loads(zipfile.ZipFile(built_wheel).read("sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree.json"))
         assert stamp["archs"] == "9.0;10.0;12.0+PTX" and stamp["torch"] == torch.__version__
-    assert "-cp312-" in wheel.name and "linux_x86_64" in wheel.name  # it holds a compiled extension
+    assert "-cp312-" in built_wheel.name and "linux_x86_64" in built_wheel.name  # it holds a compiled extension
 
 
-def test_installed_wheel_serves_ddtree_on_cpu(wheel, tmp_path):
+def test_installed_wheel_serves_ddtree_on_cpu(built_wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(py), "install",
-                        "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=600)
+                        "-q", "--no-deps", "--no-index", str(built_wheel)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())

@@ -49,6 +49,7 @@ def test_prebuilt_has_every_target_and_loads(prebuilt):
     assert stamp["archs"] == "9.0;10.0;12.0+PTX" and stamp["torch"] == torch.__version__
     mod = tree_cuda._load_prebuilt(out)
     assert mod is not None and {"build_tree_layout", "tree_walk", "gdn_tree_commit"} <= set(dir(mod))
+    assert mod.ddtree_origin == f"prebuilt for 9.0;10.0;12.0+PTX ({out})"
 
 
 @needs_toolkit
@@ -87,10 +88,10 @@ def test_which_devices_a_prebuilt_runs_on(archs, cap, runs):
 
 
 def test_kernels_for_a_device(monkeypatch):
-    assert tree_cuda.for_device("cpu", allow_slow=False) is None  # the CPU engine: the torch path
+    assert tree_cuda.serves("cpu", allow_slow=False) is False  # the CPU engine: the torch path
     monkeypatch.setattr(tree_cuda, "available", lambda: None)
-    assert tree_cuda.for_device("cuda:0", allow_slow=False) is tree_cuda
+    assert tree_cuda.serves("cuda:0", allow_slow=False) is True
     monkeypatch.setattr(tree_cuda, "available", lambda: "build failed: nvcc not found")
     with pytest.raises(RuntimeError, match="build failed: nvcc not found.*--speculative-ddtree-allow-slow-kernels"):
-        tree_cuda.for_device("cuda:0", allow_slow=False)
-    assert tree_cuda.for_device("cuda:0", allow_slow=True) is None
+        tree_cuda.serves("cuda:0", allow_slow=False)
+    assert tree_cuda.serves("cuda:0", allow_slow=True) is False

@@ -81,6 +81,7 @@ def _load_prebuilt(directory: Path):
     spec = importlib.util.spec_from_file_location(_NAME, str(libs[0]), loader=loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
+    mod.ddtree_origin = f"prebuilt for {have.get('archs')} ({directory})"
     return mod
 
 
@@ -136,42 +137,32 @@ def _load():
     directory = Path(PREBUILT_DIR_ENV.get() or PREBUILT_DIR)
     prebuilt = _load_prebuilt(directory)
     if prebuilt is not None:
-        _ORIGIN[0] = f"prebuilt for {json_field(directory, 'archs')} ({directory})"
         return prebuilt
     out = None
     if BUILD_DIR.get():
         out = Path(BUILD_DIR.get()) / "torch_ext" / "ddtree_tree"
         out.mkdir(parents=True, exist_ok=True)
     mod = _compile(out)
-    _ORIGIN[0] = f"JIT-built from {_CSRC} (no prebuilt build in {directory} matches this torch and GPU)"
+    mod.ddtree_origin = f"JIT-built from {_CSRC} (no prebuilt build in {directory} matches this torch and GPU)"
     return mod
 
 
-_ORIGIN = [""]
-
-
-def json_field(directory: Path, key: str):
-    import json
-
-    return json.loads((directory / f"{_NAME}.json").read_text()).get(key)
-
-
 def origin() -> str:
-    """Where the loaded extension came from (empty before it loads)."""
-    return _ORIGIN[0]
+    """Where the loaded extension came from: prebuilt (for which archs, where) or JIT-built."""
+    return _load().ddtree_origin
 
 
-def for_device(device, allow_slow: bool):
-    """This module where the CUDA kernels serve ``device``, else None (CPU devices, or a GPU with
-    ``allow_slow``: the caller uses ``sglang_ddtree.core``'s torch path). On a GPU where they
-    cannot load and ``allow_slow`` is false: RuntimeError with the reason and the fix."""
+def serves(device, allow_slow: bool) -> bool:
+    """Whether the CUDA kernels serve ``device``. False on CPU devices, and on a GPU where they
+    cannot load with ``allow_slow`` (the caller uses ``sglang_ddtree.core``'s torch path); there
+    without ``allow_slow``: RuntimeError with the reason and the fix."""
     if not str(device).startswith("cuda"):
-        return None
+        return False
     why = available()
     if why is None:
-        return _this_module()
+        return True
     if allow_slow:
-        return None
+        return False
     raise RuntimeError(
         f"DDTREE: the CUDA tree kernels cannot load on this GPU ({why}). Install the sglang-ddtree wheel "
         "built for this torch (it ships the kernels prebuilt for sm_90, sm_100 and sm_120, PTX for newer), or "
@@ -180,14 +171,10 @@ def for_device(device, allow_slow: bool):
         "(slower).")
 
 
-def _this_module():
-    import sys
-
-    return sys.modules[__name__]
-
-
+@functools.lru_cache(maxsize=1)
 def available() -> Optional[str]:
-    """None when the kernels can be used, else the reason they cannot."""
+    """None when the kernels can be used, else the reason they cannot. Decided once per process:
+    a failed JIT build is not retried by every caller (the worker, the GatedDeltaNet commit)."""
     if not torch.cuda.is_available():
         return "no CUDA device"
     if not (_CSRC / "ddtree_tree.cu").exists():
