@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -178,6 +178,20 @@ def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def parse_config_args(items: List[str], configs: List[str]) -> Dict[str, dict]:
+    """``CONFIG:KEY=JSON`` items -> ``{CONFIG: {KEY: value}}``; CONFIG must be one of ``configs``."""
+    out: Dict[str, dict] = {}
+    for item in items:
+        cfg, sep, kv = item.partition(":")
+        key, eq, val = kv.partition("=")
+        if not (sep and eq and key):
+            raise SystemExit(f"step_cost.py: --config-arg {item!r}: expected CONFIG:KEY=JSON")
+        if cfg not in configs:
+            raise SystemExit(f"step_cost.py: --config-arg {item!r}: {cfg!r} is not among --configs")
+        out.setdefault(cfg, {})[key] = json.loads(val)
+    return out
+
+
 def collect_child(rc, rows_file: Path):
     """``(rows, failure)`` of one configuration's process: the rows it saved, and None or what
     to record as its failure. Rows measured before a failure stay (an engine whose
@@ -190,13 +204,14 @@ def collect_child(rc, rows_file: Path):
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
             vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1,
-            profile: bool = False, on_row=None) -> list:
+            profile: bool = False, on_row=None, config_extra: Optional[dict] = None) -> list:
     """One engine for ``cfg``; per concurrency a warm-up pass, then ``rounds`` timed passes (a
     one-token prefill pass and a full pass each; ms per decode step from their difference): the
     row carries the median round and, with ``rounds > 1``, every round's ms per step. ``profile``:
     then two traced passes, the row's ``profile`` (:func:`_profile_pass`; never timed). ``on_row``:
     called with the rows so far after each one (the child saves them: an engine whose shutdown
-    hangs past the case limit keeps what it measured)."""
+    hangs past the case limit keeps what it measured). ``config_extra``: Engine arguments of
+    this configuration alone (``--config-arg``), applied last."""
     import random
 
     import sglang as sgl
@@ -219,6 +234,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
         kw.update(ddtree_extra)
         if base_config(cfg) == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
             kw.update(spec_kwargs(cfg, drafter))
+    kw.update(config_extra or {})
     rng = random.Random(0)
     rows = []
     t0 = time.time()
@@ -366,6 +382,10 @@ def main() -> int:
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
+    ap.add_argument("--config-arg", action="append", default=[], metavar="CONFIG:KEY=JSON",
+                    help="extra Engine argument for the one configuration labelled CONFIG (after --engine-arg and "
+                         "--ddtree-arg); with a repeat label, e.g. DDTREE-16@2:speculative_ddtree_tree_attention="
+                         "'\"backend\"', two kernels of one configuration side by side in one sweep")
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
@@ -413,7 +433,10 @@ def main() -> int:
                     floor_ms_target=round(wb["target"] / (bw * 1e9) * 1e3, 3) if bw == bw else None)
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
     ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
+    per_config = parse_config_args(a.config_arg, a.configs)
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
+    if per_config:
+        meta["config_args"] = per_config
     if a.phases:
         from sglang_ddtree.config import PHASE_TIMING
 
@@ -423,9 +446,9 @@ def main() -> int:
 
         os.environ[SYNC_CHECK.name] = "1"
     if a.child:  # one configuration, in this process
-        rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab, extra,
-                       ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),
-                       profile=a.profile,
+        rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab,
+                       extra, ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),
+                       profile=a.profile, config_extra=per_config.get(a.configs[0]),
                        on_row=lambda done: a.out.write_text(json.dumps(done)))
         a.out.write_text(json.dumps(rows))
         return 0

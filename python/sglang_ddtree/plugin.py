@@ -45,6 +45,7 @@ def register() -> None:
         request_checks,
         server_args_class,
         spec_finish,
+        tree_attention,
         trimmed_bundle,
         verify_graph_capture,
     )
@@ -66,6 +67,7 @@ def register() -> None:
     trimmed_bundle.register_trimmed_bundle_hooks()
     metrics_hooks.register_metrics_hooks()
     spec_finish.register_spec_finish_hook()
+    tree_attention.register_tree_attention_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":  # sglang's own variable
         from .compat.cpu import register_cpu_hooks
         from .compat.cpu_paged import register_cpu_paged_hooks

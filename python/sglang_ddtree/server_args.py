@@ -97,6 +97,13 @@ class DDTreeServerArgs(ServerArgs):
         "instead of refusing to start.",
         NS("spec"),
     ] = False
+    speculative_ddtree_tree_attention: A[
+        str,
+        "DDTREE: the kernel of the tree verify's attention. 'split-kv': sglang-ddtree's Triton kernel, the "
+        "committed context split across programs (--attention-backend triton only); 'backend': the attention "
+        "backend's own custom-mask kernel; 'auto' (default): split-kv on the triton backend, else backend.",
+        NS("spec"),
+    ] = "auto"
 
 
 DDTREE_FLAGS = (
@@ -110,7 +117,9 @@ DDTREE_FLAGS = (
     "speculative_ddtree_step_cost",
     "speculative_ddtree_eager_verify",
     "speculative_ddtree_allow_slow_kernels",
+    "speculative_ddtree_tree_attention",
 )
+TREE_ATTENTION = ("auto", "split-kv", "backend")
 # How a hybrid target's GatedDeltaNet layers verify the tree (--speculative-ddtree-gdn-mode).
 GDN_SNAPSHOT, GDN_WY = "snapshot", "wy"
 GDN_MODES = (GDN_SNAPSHOT, GDN_WY)
@@ -170,6 +179,13 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         # chain workers it knows; DDTREE's tree verify and commit write the eager ping-pong slot.
         raise ValueError("--speculative-algorithm DDTREE does not support --mamba-radix-cache-strategy "
                          "extra_buffer_lazy; use extra_buffer (or auto) instead.")
+    ta = server_args.speculative_ddtree_tree_attention
+    if ta not in TREE_ATTENTION:
+        raise ValueError(f"--speculative-ddtree-tree-attention must be one of {', '.join(TREE_ATTENTION)}, got {ta!r}.")
+    backend = server_args.attention_backend
+    if ta == "split-kv" and backend not in (None, "triton"):
+        raise ValueError(f"--speculative-ddtree-tree-attention split-kv runs on --attention-backend triton, got "
+                         f"--attention-backend {backend}: use --speculative-ddtree-tree-attention backend (or auto).")
     mode = server_args.speculative_ddtree_gdn_mode
     if mode is None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)
@@ -217,6 +233,12 @@ def validate_ddtree_parallelism(server_args) -> None:
             "DDTREE does not support pipeline parallelism: set --pp-size 1 "
             f"(got {server_args.pp_size})."
         )
+
+
+def split_kv_tree_attention(server_args) -> bool:
+    """Whether a DDTREE server's triton attention backend runs the tree verify's attention with
+    sglang-ddtree's split-KV kernel (``--speculative-ddtree-tree-attention`` auto or split-kv)."""
+    return is_ddtree(server_args) and getattr(server_args, "speculative_ddtree_tree_attention", "auto") != "backend"
 
 
 def is_ddtree(server_args) -> bool:

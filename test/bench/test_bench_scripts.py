@@ -351,3 +351,14 @@ def test_phase_ms_per_step_from_the_timed_differences():
     timed = {"steps": 10, "phase_steps": 10, "phase_ms_verify": 150.0, "phase_ms_draft": 12.5}
     assert step_cost.phase_ms_per_step(timed) == {"verify": 15.0, "draft": 1.25}
     assert step_cost.phase_ms_per_step({"steps": 10}) is None
+
+
+def test_step_cost_config_args_apply_to_one_label():
+    import step_cost as sc
+
+    got = sc.parse_config_args(['DDTREE-16@2:speculative_ddtree_tree_attention="backend"', "DFLASH:page_size=16"],
+                               ["DFLASH", "DDTREE-16", "DDTREE-16@2"])
+    assert got == {"DDTREE-16@2": {"speculative_ddtree_tree_attention": "backend"}, "DFLASH": {"page_size": 16}}
+    for bad in ["DDTREE-32:page_size=16", "DFLASH page_size=16", "DFLASH:=1"]:
+        with pytest.raises(SystemExit, match="--config-arg"):
+            sc.parse_config_args([bad], ["DFLASH", "DDTREE-16"])

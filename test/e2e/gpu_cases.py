@@ -201,6 +201,10 @@ CASES = {
     # and a non-first sibling whose state is not the chain's.
     "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first"}),
     "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
+    # The tree attention through sglang's own custom-mask kernel instead of the split-KV one
+    # (the default on the triton backend, every other DDTREE case).
+    "ddtree16-llama-oracle-sibling-backend-attn": ("llama", lambda: _ddtree(
+        16, speculative_ddtree_tree_attention="backend"), {"oracle": "sibling"}),
     # CUDA-graph tree verify (engine/verify_graph.py): replays must happen and
     # stay lossless with accepted later siblings; the control captures without the mask (as
     # sglang does for DFLASH) and must NOT stay lossless, which shows the mask is applied.

@@ -57,6 +57,9 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(pp_size=2), "--pp-size"),
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
     (dict(mamba_radix_cache_strategy="extra_buffer_lazy"), "--mamba-radix-cache-strategy"),
+    (dict(speculative_ddtree_tree_attention="fast"), "--speculative-ddtree-tree-attention must be one of"),
+    (dict(speculative_ddtree_tree_attention="split-kv", attention_backend="torch_native"),
+     "--speculative-ddtree-tree-attention split-kv runs on --attention-backend triton"),
 ])
 def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
     with pytest.raises(ValueError, match=flag):
@@ -99,6 +102,16 @@ def test_eager_verify_is_a_ddtree_flag(server_args_cls):
     assert _args(server_args_cls).speculative_ddtree_eager_verify is False
     with pytest.raises(ValueError, match="--speculative-ddtree-eager-verify require"):
         _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_eager_verify=True)
+
+
+def test_tree_attention_kernel_choices(server_args_cls):
+    assert _args(server_args_cls).speculative_ddtree_tree_attention == "auto"
+    assert _args(server_args_cls, speculative_ddtree_tree_attention="backend").speculative_ddtree_tree_attention \
+        == "backend"
+    with pytest.raises(ValueError, match="--attention-backend intel_amx"):  # the CPU engine's backend
+        _args(server_args_cls, speculative_ddtree_tree_attention="split-kv")
+    with pytest.raises(ValueError, match="--speculative-ddtree-tree-attention require"):
+        _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_tree_attention="backend")
 
 
 def test_shadow_linear_is_accepted(server_args_cls):

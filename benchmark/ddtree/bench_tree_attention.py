@@ -1,0 +1,131 @@
+"""Tree-verify attention alone: sglang's ``extend_attention_fwd`` (custom mask, causal) against
+``kernels.tree_attention`` (split context), same inputs, at Qwen3.6-27B's attention shape (24 query
+/ 4 KV heads of 256, bf16), per batch size, window and context length. Each kernel is captured in a
+CUDA graph of ``--layers`` launches (one per attention layer) and replayed; rows are microseconds
+per launch (median of ``--reps`` replays), the max abs difference between the two outputs, and both
+kernels' max abs error against the float64 reference at the smallest batch of each shape.
+
+    python3 benchmark/ddtree/bench_tree_attention.py --out tree_attention.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def inputs(bs, n, ctx, hq=24, hkv=4, d=256, seed=0):
+    """A verify batch: ``bs`` windows of ``n`` tokens (random ancestor masks) over ``ctx`` committed
+    tokens each, slots scattered over the pool."""
+    g = torch.Generator().manual_seed(seed)
+    T, slots = bs * n, bs * ctx + 1024
+    dev, dt = "cuda", torch.bfloat16
+    parent = torch.zeros(n, dtype=torch.long)
+    for i in range(1, n):
+        parent[i] = int(torch.randint(0, i, (1,), generator=g))
+    anc = torch.eye(n, dtype=torch.bool)
+    for i in range(1, n):
+        anc[i] |= anc[parent[i]]
+    row = torch.cat([torch.ones(n, ctx, dtype=torch.bool), anc], 1).reshape(-1)
+    gd = torch.Generator(device=dev).manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gd, device=dev, dtype=torch.float32).to(dt)
+
+    return dict(
+        q=rnd(T, hq, d), k_tree=rnd(T, hkv, d), v_tree=rnd(T, hkv, d),
+        k_buffer=rnd(slots, hkv, d), v_buffer=rnd(slots, hkv, d),
+        qo_indptr=torch.arange(0, T + 1, n, dtype=torch.int32, device=dev),
+        kv_indptr=torch.arange(0, bs * ctx + 1, ctx, dtype=torch.int32, device=dev),
+        kv_indices=torch.randperm(slots, generator=gd, device=dev)[: bs * ctx].to(torch.int64),
+        custom_mask=row.repeat(bs).to(dev),
+        mask_indptr=torch.arange(0, bs * n * (ctx + n) + 1, n * (ctx + n), dtype=torch.int64, device=dev),
+    )
+
+
+def run_upstream(t, o, n):
+    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+
+    extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
+                         t["kv_indptr"], t["kv_indices"], t["custom_mask"], True, t["mask_indptr"], n, 1.0, 1.0,
+                         t["q"].shape[-1] ** -0.5)
+
+
+def run_split(t, o, n):
+    from sglang_ddtree.kernels.tree_attention import tree_attention_fwd
+
+    tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
+                       t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], n,
+                       t["q"].shape[-1] ** -0.5)
+
+
+def graph_us(fn, t, o, n, layers, reps):
+    fn(t, o, n)  # compile
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn(t, o, n)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(layers):
+            fn(t, o, n)
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / layers)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--window", type=int, nargs="+", default=[17, 65])
+    ap.add_argument("--ctx", type=int, nargs="+", default=[544, 2048, 8192])
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    from sglang_ddtree.kernels.tree_attention import tree_attention_reference
+
+    rows = []
+    for n in a.window:
+        for ctx in a.ctx:
+            for bs in a.bs:
+                if bs * n * (ctx + n) > 2**31 or bs * ctx > 2_000_000:
+                    continue
+                t = inputs(bs, n, ctx)
+                o_up, o_sp = torch.empty_like(t["q"]), torch.empty_like(t["q"])
+                row = dict(bs=bs, window=n, ctx=ctx,
+                           upstream_us=round(graph_us(run_upstream, t, o_up, n, a.layers, a.reps), 2),
+                           split_us=round(graph_us(run_split, t, o_sp, n, a.layers, a.reps), 2))
+                row["speedup"] = round(row["upstream_us"] / row["split_us"], 2)
+                row["max_abs_diff"] = float((o_up.float() - o_sp.float()).abs().max())
+                row["nan"] = bool(torch.isnan(o_sp).any() or torch.isnan(o_up).any())
+                if bs == a.bs[0]:
+                    ref = tree_attention_reference(*(t[k] for k in ("q", "k_tree", "v_tree", "k_buffer", "v_buffer",
+                                                                    "qo_indptr", "kv_indptr", "kv_indices",
+                                                                    "custom_mask", "mask_indptr")),
+                                                   t["q"].shape[-1] ** -0.5)
+                    row["split_err"] = float((o_sp.double() - ref).abs().max())
+                    row["upstream_err"] = float((o_up.double() - ref).abs().max())
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                a.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Tree-verify attention in Triton, the committed KV split across programs.
+
+    q        [T, Hq, D]       the window's queries, request b's rows ``qo_indptr[b] .. qo_indptr[b+1]``
+    k_tree   [T, Hkv, D]      the window's own keys / values (``v_tree`` likewise), rows as ``q``
+    k_buffer [slots, Hkv, D]  the KV pool of the layer (``v_buffer`` likewise)
+    kv_indptr [bs+1], kv_indices: the committed slots of each request (int32 or int64)
+    custom_mask (bool / uint8, flat), mask_indptr [bs+1]: sglang's FULL layout (rows of P + n
+        columns; only the window's columns ``P .. P + n`` are read)
+    ->  o    [T, Hq, D]       written in place, q's dtype
+
+The semantics of :func:`.naive.tree_attention_reference`, with one more rule shared with sglang's
+``extend_attention_fwd`` in causal mode: a query row block never reads window keys past its own
+last row (the window is topologically ordered: a node's ancestors come before it).
+
+A window of a few dozen queries against a long committed context leaves one program per
+(request, head) waiting on its serial loop over the context. Here the context of each request is
+cut into ``plan.splits`` ranges, one program each (grid ``[bs * q_blocks, Hq, splits]``), each
+writing its normalised partial output and base-2 log-sum-exp into fp32 scratch; a second kernel
+(grid ``[bs * q_blocks, Hq]``) attends to the window's tree part and merges the partials. With one
+split a single kernel does both. The split count depends only on the shapes known when a CUDA
+graph is captured (batch size, window width, heads, SM count), never on the context length, so a
+captured graph stays valid for every length.
+
+Numerics: bf16 / fp16 dots with fp32 accumulation (``input_precision="ieee"`` for fp32 inputs),
+softmax in base 2, masked scores at a finite -1e30 and masked weights forced to zero, so no NaN
+arises from fully masked blocks or empty splits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+_NEG = -1.0e30
+_LOG2E = 1.4426950408889634
+MAX_SPLITS = 32
+_WAVES = 4  # programs per SM the split count aims for
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Launch shape: ``block_m`` query rows and ``block_n`` keys per iteration, ``q_blocks`` row
+    blocks per request, ``splits`` context ranges per (request, head, row block)."""
+
+    block_m: int
+    block_n: int
+    q_blocks: int
+    splits: int
+    num_warps: int
+    num_stages: int
+
+
+def split_plan(bs: int, max_q_len: int, num_q_heads: int, head_dim: int, sm_count: int,
+               capability: tuple = (9, 0)) -> SplitPlan:
+    """The launch shape for ``bs`` requests of at most ``max_q_len`` window tokens: enough
+    (request, head, row block, split) programs for ``_WAVES`` per SM, at most ``MAX_SPLITS``
+    splits. ``capability`` (major, minor): sm_120 parts have ~100 KB of shared memory per block,
+    so they get one pipeline stage."""
+    block_m = 16 if max_q_len <= 16 else 32
+    q_blocks = triton.cdiv(max(max_q_len, 1), block_m)
+    base = max(bs * q_blocks * num_q_heads, 1)
+    splits = max(1, min(MAX_SPLITS, (_WAVES * sm_count) // base))
+    block_n = 64 if head_dim <= 128 else 32
+    stages = 1 if capability[0] == 12 else 2
+    return SplitPlan(block_m, block_n, q_blocks, splits, 4, stages)
+
+
+def supports(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, k_tree: torch.Tensor) -> bool:
+    """Whether these tensors fit the kernels: 3-D ``[rows, heads, dim]`` with unit last stride,
+    one head dim for q, k and v (a power of two from 16 to 256), q's heads a multiple of the KV
+    heads, the pool in q's dtype (bf16 or fp16; fp32 is for tests)."""
+    if q.dim() != 3 or k_buffer.dim() != 3 or v_buffer.dim() != 3 or k_tree.dim() != 3:
+        return False
+    D = q.shape[-1]
+    if D not in (16, 32, 64, 128, 256) or k_buffer.shape[-1] != D or v_buffer.shape[-1] != D:
+        return False
+    if q.shape[1] % k_buffer.shape[1] or k_tree.shape[1] != k_buffer.shape[1]:
+        return False
+    if any(t.stride(-1) != 1 for t in (q, k_buffer, v_buffer, k_tree)):
+        return False
+    return q.dtype in (torch.bfloat16, torch.float16, torch.float32) and k_buffer.dtype == q.dtype \
+        and v_buffer.dtype == q.dtype
+
+
+@triton.jit
+def _softmax_step(m_i, l_i, acc, qk, allowed, v, PREC: tl.constexpr):
+    """One online-softmax step (base 2): scores ``qk`` [M, N] fp32 already scaled, ``allowed``
+    [M, N], values ``v`` [N, D]."""
+    qk = tl.where(allowed, qk, -1.0e30)
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.where(allowed, tl.exp2(qk - m_new[:, None]), 0.0)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PREC)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
+                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m,
+                  D: tl.constexpr, BLOCK_N: tl.constexpr, PREC: tl.constexpr):
+    """The committed context ``lo .. hi`` of one request (slots from ``KV_indices[kv0 + ..]``)."""
+    offs_d = tl.arange(0, D)
+    for start in range(lo, hi, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < hi
+        slot = tl.load(KV_indices + kv0 + offs_n, mask=mask_n, other=0).to(tl.int64)
+        k = tl.load(K_buf + slot[None, :] * stride_kbs + hkv * stride_kbh + offs_d[:, None],
+                    mask=mask_n[None, :], other=0.0)
+        qk = tl.dot(q, k, input_precision=PREC) * scale
+        v = tl.load(V_buf + slot[:, None] * stride_vbs + hkv * stride_vbh + offs_d[None, :],
+                    mask=mask_n[:, None], other=0.0)
+        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, mask_m[:, None] & mask_n[None, :], v, PREC)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid_O, Mid_L, scale,
+                          stride_qt, stride_qh, stride_kbs, stride_kbh, stride_vbs, stride_vbh,
+                          stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
+                          GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
+    """Grid ``[bs * Q_BLOCKS, Hq, SPLITS]``: split ``s`` of one request's context for one head and
+    row block -> normalised partial output and base-2 lse (-1e30 for an empty split)."""
+    pid = tl.program_id(0)
+    hq = tl.program_id(1)
+    s = tl.program_id(2)
+    b = pid // Q_BLOCKS
+    qb = pid % Q_BLOCKS
+    hkv = hq // GROUP
+    q0 = tl.load(QO_indptr + b)
+    q_len = tl.load(QO_indptr + b + 1) - q0
+    if qb * BLOCK_M >= q_len:
+        return
+    kv0 = tl.load(KV_indptr + b)
+    P = tl.load(KV_indptr + b + 1) - kv0
+    offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < q_len
+    offs_d = tl.arange(0, D)
+    rows = (q0 + offs_m).to(tl.int64)
+    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + offs_d[None, :], mask=mask_m[:, None], other=0.0)
+    per = tl.cdiv(tl.cdiv(P, SPLITS), BLOCK_N) * BLOCK_N
+    lo = s * per
+    hi = tl.minimum(lo + per, P)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
+                                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, D, BLOCK_N, PREC)
+    has = l_i > 0
+    l_safe = tl.where(has, l_i, 1.0)
+    lse = tl.where(has, m_i + tl.log2(l_safe), -1.0e30)
+    tl.store(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
+             acc / l_safe[:, None], mask=mask_m[:, None])
+    tl.store(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, lse, mask=mask_m)
+
+
+@triton.jit
+def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices, QO_indptr, Mask, Mask_indptr,
+                       Mid_O, Mid_L, scale,
+                       stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+                       stride_kbs, stride_kbh, stride_vbs, stride_vbh,
+                       stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
+                       GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
+    """Grid ``[bs * Q_BLOCKS, Hq]``: the window's tree part of one request, head and row block,
+    then the context: merged from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
+    pid = tl.program_id(0)
+    hq = tl.program_id(1)
+    b = pid // Q_BLOCKS
+    qb = pid % Q_BLOCKS
+    hkv = hq // GROUP
+    q0 = tl.load(QO_indptr + b)
+    q_len = tl.load(QO_indptr + b + 1) - q0
+    if qb * BLOCK_M >= q_len:
+        return
+    kv0 = tl.load(KV_indptr + b)
+    P = tl.load(KV_indptr + b + 1) - kv0
+    mask0 = tl.load(Mask_indptr + b).to(tl.int64)
+    row_len = (P + q_len).to(tl.int64)
+    offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < q_len
+    offs_d = tl.arange(0, D)
+    rows = (q0 + offs_m).to(tl.int64)
+    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + offs_d[None, :], mask=mask_m[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    end = tl.minimum(q_len, (qb + 1) * BLOCK_M)  # no ancestor after the block's last row
+    for start in range(0, end, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < end
+        keys = (q0 + offs_n).to(tl.int64)
+        k = tl.load(K_tree + keys[None, :] * stride_kt + hkv * stride_kh + offs_d[:, None], mask=mask_n[None, :], other=0.0)
+        qk = tl.dot(q, k, input_precision=PREC) * scale
+        inside = mask_m[:, None] & mask_n[None, :]
+        bits = tl.load(Mask + mask0 + offs_m[:, None].to(tl.int64) * row_len + P + offs_n[None, :],
+                       mask=inside, other=0)
+        v = tl.load(V_tree + keys[:, None] * stride_vt + hkv * stride_vh + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, inside & (bits != 0), v, PREC)
+    if SPLITS == 1:
+        m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, 0, P, hkv, scale,
+                                      stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, D, BLOCK_N, PREC)
+    else:
+        for s in range(SPLITS):
+            lse = tl.load(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, mask=mask_m, other=-1.0e30)
+            part = tl.load(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
+                           mask=mask_m[:, None], other=0.0)
+            m_new = tl.maximum(m_i, lse)
+            alpha = tl.exp2(m_i - m_new)
+            beta = tl.where(lse > -1.0e30, tl.exp2(lse - m_new), 0.0)
+            acc = acc * alpha[:, None] + part * beta[:, None]
+            l_i = l_i * alpha + beta
+            m_i = m_new
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    tl.store(O + rows[:, None] * stride_ot + hq * stride_oh + offs_d[None, :], out.to(O.dtype.element_ty),
+             mask=mask_m[:, None])
+
+
+_SM_COUNT = {}
+
+
+def _device_facts(device: torch.device):
+    if device.type != "cuda":
+        return 16, (9, 0)  # the Triton interpreter
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        p = torch.cuda.get_device_properties(idx)
+        _SM_COUNT[idx] = (p.multi_processor_count, (p.major, p.minor))
+    return _SM_COUNT[idx]
+
+
+def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tensor, o: torch.Tensor,
+                       k_buffer: torch.Tensor, v_buffer: torch.Tensor, qo_indptr: torch.Tensor,
+                       kv_indptr: torch.Tensor, kv_indices: torch.Tensor, custom_mask: torch.Tensor,
+                       mask_indptr: torch.Tensor, max_q_len: int, sm_scale: float,
+                       plan: SplitPlan = None) -> SplitPlan:
+    """Writes ``o`` (see the module docstring for the shapes); ``max_q_len``: the largest window
+    (a host int, the same every replay of a captured graph). Returns the launch shape used.
+    Raises ValueError where :func:`supports` is false."""
+    if not supports(q, k_buffer, v_buffer, k_tree) or v_tree.shape != k_tree.shape or o.shape != q.shape:
+        raise ValueError(f"tree attention: unsupported shapes or dtypes q {tuple(q.shape)} {q.dtype}, "
+                         f"k_buffer {tuple(k_buffer.shape)} {k_buffer.dtype}, k_tree {tuple(k_tree.shape)}")
+    bs = qo_indptr.shape[0] - 1
+    T, Hq, D = q.shape
+    group = Hq // k_buffer.shape[1]
+    if plan is None:
+        sms, cap = _device_facts(q.device)
+        plan = split_plan(bs, max_q_len, Hq, D, sms, cap)
+    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    scale = float(sm_scale) * _LOG2E
+    if plan.splits > 1:
+        mid_o = torch.empty(T, Hq, plan.splits, D, dtype=torch.float32, device=q.device)
+        mid_l = torch.empty(T, Hq, plan.splits, dtype=torch.float32, device=q.device)
+        _context_split_kernel[(bs * plan.q_blocks, Hq, plan.splits)](
+            q, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l, scale,
+            q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
+            mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+            GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
+            D=D, PREC=prec, num_warps=plan.num_warps, num_stages=plan.num_stages)
+    else:
+        mid_o = mid_l = q.new_empty(1, 1, 1, 1, dtype=torch.float32)
+    _tree_merge_kernel[(bs * plan.q_blocks, Hq)](
+        q, k_tree, v_tree, o, k_buffer, v_buffer, kv_indptr, kv_indices, qo_indptr, custom_mask, mask_indptr,
+        mid_o, mid_l, scale,
+        q.stride(0), q.stride(1), k_tree.stride(0), k_tree.stride(1), v_tree.stride(0), v_tree.stride(1),
+        o.stride(0), o.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+        GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
+        D=D, PREC=prec, num_warps=plan.num_warps, num_stages=plan.num_stages)
+    return plan
