@@ -178,14 +178,17 @@ def _profile_pass(engine, prompts, decode_tokens: int, cuda: bool) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def parse_config_args(items: List[str], configs: List[str]) -> Dict[str, dict]:
-    """``CONFIG:KEY=JSON`` items -> ``{CONFIG: {KEY: value}}``; CONFIG must be one of ``configs``."""
+def parse_config_args(items: List[str], configs: List[str], child: bool = False) -> Dict[str, dict]:
+    """``CONFIG:KEY=JSON`` items -> ``{CONFIG: {KEY: value}}``; CONFIG must be one of ``configs``
+    (``child``: a one-configuration child process, given the sweep's items: the others are skipped)."""
     out: Dict[str, dict] = {}
     for item in items:
         cfg, sep, kv = item.partition(":")
         key, eq, val = kv.partition("=")
         if not (sep and eq and key):
             raise SystemExit(f"step_cost.py: --config-arg {item!r}: expected CONFIG:KEY=JSON")
+        if cfg not in configs and child:
+            continue
         if cfg not in configs:
             raise SystemExit(f"step_cost.py: --config-arg {item!r}: {cfg!r} is not among --configs")
         out.setdefault(cfg, {})[key] = json.loads(val)
@@ -304,6 +307,8 @@ def parse_caps(specs: list, configs: list) -> dict:
         cfg, sep, val = spec.partition("=")
         if not sep or not val.strip().isdigit() or int(val) < 1:
             raise SystemExit(f"step_cost.py: --max-concurrency takes CONFIG=N with N a positive integer, got {spec!r}")
+        if cfg not in configs and child:
+            continue
         if cfg not in configs:
             raise SystemExit(f"step_cost.py: --max-concurrency names {cfg!r}, which is not in --configs {configs}")
         caps[cfg] = int(val)
@@ -433,7 +438,7 @@ def main() -> int:
                     floor_ms_target=round(wb["target"] / (bw * 1e9) * 1e3, 3) if bw == bw else None)
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
     ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
-    per_config = parse_config_args(a.config_arg, a.configs)
+    per_config = parse_config_args(a.config_arg, a.configs, child=a.child)
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if per_config:
         meta["config_args"] = per_config

@@ -359,6 +359,9 @@ def test_step_cost_config_args_apply_to_one_label():
     got = sc.parse_config_args(['DDTREE-16@2:speculative_ddtree_tree_attention="backend"', "DFLASH:page_size=16"],
                                ["DFLASH", "DDTREE-16", "DDTREE-16@2"])
     assert got == {"DDTREE-16@2": {"speculative_ddtree_tree_attention": "backend"}, "DFLASH": {"page_size": 16}}
+    # A child process measures one configuration and is given the sweep's items.
+    assert sc.parse_config_args(['DDTREE-16@2:page_size=16', "DFLASH:page_size=16"], ["DFLASH"], child=True) \
+        == {"DFLASH": {"page_size": 16}}
     for bad in ["DDTREE-32:page_size=16", "DFLASH page_size=16", "DFLASH:=1"]:
         with pytest.raises(SystemExit, match="--config-arg"):
             sc.parse_config_args([bad], ["DFLASH", "DDTREE-16"])

@@ -104,6 +104,19 @@ def test_equals_the_reference(q_lens, ctx_lens, hq, hkv, d, dtype, splits):
 
 
 @kernels_here
+@pytest.mark.parametrize("ctx_lens,splits,min_blocks", [
+    ([700, 5, 0], 3, 4),    # 3 / 1 / 0 active splits of at least 4 key blocks
+    ([300, 129], 8, 1),     # one key block per split: every split active, more than the blocks
+    ([40, 1000], 32, 2),
+])
+def test_active_splits_follow_the_context_length(ctx_lens, splits, min_blocks):
+    t = _case([17] * len(ctx_lens), ctx_lens, 2, 1, 16, torch.float32, seed=sum(ctx_lens) + splits)
+    auto = split_plan(len(ctx_lens), 17, 2, 16, sm_count=16)
+    o, _ = _run(t, SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, min_blocks))
+    assert _rel_err(o, _ref(t)) < TOL[torch.float32]
+
+
+@kernels_here
 def test_the_check_sees_the_tree():
     """Attention computed with the causal mask differs from the tree's reference far beyond the
     tolerance, so the checks above would catch a kernel that ignored the tree."""

@@ -14,7 +14,7 @@ last row (the window is topologically ordered: a node's ancestors come before it
 
 A window of a few dozen queries against a long committed context leaves one program per
 (request, head) waiting on its serial loop over the context. Here the context of each request is
-cut into ``plan.splits`` ranges, one program each (grid ``[bs * q_blocks, Hq, splits]``), each
+cut into at most ``plan.splits`` ranges of at least ``plan.min_blocks`` key blocks, one program each (grid ``[bs * q_blocks, Hq, splits]``), each
 writing its normalised partial output and base-2 log-sum-exp into fp32 scratch; a second kernel
 (grid ``[bs * q_blocks, Hq]``) attends to the window's tree part and merges the partials. With one
 split a single kernel does both. The split count depends only on the shapes known when a CUDA
@@ -43,7 +43,8 @@ _WAVES = 4  # programs per SM the split count aims for
 @dataclass(frozen=True)
 class SplitPlan:
     """Launch shape: ``block_m`` query rows and ``block_n`` keys per iteration, ``q_blocks`` row
-    blocks per request, ``splits`` context ranges per (request, head, row block)."""
+    blocks per request, at most ``splits`` context ranges per (request, head, row block), each of
+    at least ``min_blocks`` key blocks (fewer ranges for a short context)."""
 
     block_m: int
     block_n: int
@@ -51,6 +52,7 @@ class SplitPlan:
     splits: int
     num_warps: int
     num_stages: int
+    min_blocks: int = 4
 
 
 def split_plan(bs: int, max_q_len: int, num_q_heads: int, head_dim: int, sm_count: int,
@@ -118,11 +120,19 @@ def _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, 
 
 
 @triton.jit
+def _split_len(P, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, MIN_BLOCKS: tl.constexpr):
+    """Context tokens per split: ``P`` over ``SPLITS`` in whole key blocks, at least
+    ``MIN_BLOCKS`` blocks (a short context uses fewer splits; the merge reads only those)."""
+    return tl.maximum(tl.cdiv(tl.cdiv(P, SPLITS), BLOCK_N), MIN_BLOCKS) * BLOCK_N
+
+
+@triton.jit
 def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid_O, Mid_L, scale,
                           stride_qt, stride_qh, stride_kbs, stride_kbh, stride_vbs, stride_vbh,
                           stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
                           GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
+                          MIN_BLOCKS: tl.constexpr):
     """Grid ``[bs * Q_BLOCKS, Hq, SPLITS]``: split ``s`` of one request's context for one head and
     row block -> normalised partial output and base-2 lse (-1e30 for an empty split)."""
     pid = tl.program_id(0)
@@ -142,8 +152,10 @@ def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid
     offs_d = tl.arange(0, D)
     rows = (q0 + offs_m).to(tl.int64)
     q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + offs_d[None, :], mask=mask_m[:, None], other=0.0)
-    per = tl.cdiv(tl.cdiv(P, SPLITS), BLOCK_N) * BLOCK_N
+    per = _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS)
     lo = s * per
+    if lo >= P:  # past the active splits: the merge does not read this one
+        return
     hi = tl.minimum(lo + per, P)
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -165,7 +177,8 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
                        stride_kbs, stride_kbh, stride_vbs, stride_vbh,
                        stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
                        GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr):
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
+                       MIN_BLOCKS: tl.constexpr):
     """Grid ``[bs * Q_BLOCKS, Hq]``: the window's tree part of one request, head and row block,
     then the context: merged from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
     pid = tl.program_id(0)
@@ -205,8 +218,9 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
         m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, 0, P, hkv, scale,
                                       stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, D, BLOCK_N, PREC)
     else:
-        for s in range(SPLITS):
+        for s in range(0, tl.cdiv(P, _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS))):
             lse = tl.load(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, mask=mask_m, other=-1.0e30)
+            # (every active split holds at least one key: its lse is finite)
             part = tl.load(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
                            mask=mask_m[:, None], other=0.0)
             m_new = tl.maximum(m_i, lse)
@@ -260,7 +274,7 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
             q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
             mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
             GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
-            D=D, PREC=prec, num_warps=plan.num_warps, num_stages=plan.num_stages)
+            D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, num_warps=plan.num_warps, num_stages=plan.num_stages)
     else:
         mid_o = mid_l = q.new_empty(1, 1, 1, 1, dtype=torch.float32)
     _tree_merge_kernel[(bs * plan.q_blocks, Hq)](
@@ -270,5 +284,5 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
         o.stride(0), o.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
-        D=D, PREC=prec, num_warps=plan.num_warps, num_stages=plan.num_stages)
+        D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, num_warps=plan.num_warps, num_stages=plan.num_stages)
     return plan

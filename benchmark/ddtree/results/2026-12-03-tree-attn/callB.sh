@@ -1,0 +1,15 @@
+#!/bin/bash
+# nvidia-h200, ~9.5 min: the whole GPU smoke suite (test/e2e/test_gpu_smoke.py, 31 engine cases:
+# every DDTREE case now through the split-KV tree attention, the default on the triton backend,
+# and one through sglang's kernel), the check issue 28 still needs. Carry
+# build/bundle/sglang-ddtree-bundle.tar.xz (assets' drafter moved aside).
+R=${OUT:?}
+t0=$(date +%s)
+bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
+SGLANG_DDTREE_GPU_PARALLEL=12 SGLANG_DDTREE_GPU_CASE_TIMEOUT=330 timeout 530 \
+  bash scripts/gpu_run.sh --here --out $R/smoke test test/e2e/test_gpu_smoke.py > $R/smoke.out 2>&1
+echo "smoke rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+grep -E "passed|failed|^FAILED|^XFAIL|^ERROR" $R/smoke.out | tail -30 >> $R/rc.txt
+echo "split-KV tree attention log lines per case log:" >> $R/rc.txt
+grep -rl "split-KV Triton kernel" $R/smoke 2>/dev/null | wc -l >> $R/rc.txt
+cd $R && tar czf res.tgz --exclude=res.tgz smoke && rm -rf prep smoke
