@@ -45,6 +45,18 @@ def test_structured_output_is_refused_on_sglangs_own_sampling_params(field, valu
     assert request_checks.ddtree_request_error(plain) is None
 
 
+@pytest.mark.parametrize("field,value", [("frequency_penalty", 0.5), ("presence_penalty", -0.3),
+                                         ("repetition_penalty", 1.2)])
+def test_penalties_are_refused_naming_the_field(field, value):
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    req = types.SimpleNamespace(sampling_params=SamplingParams(**{field: value}))
+    msg = request_checks.ddtree_request_error(req)
+    assert msg is not None and f"{field}={value}" in msg and "would be ignored" in msg, msg
+    neutral = SamplingParams(frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0)
+    assert request_checks.ddtree_request_error(types.SimpleNamespace(sampling_params=neutral)) is None
+
+
 def test_plain_requests_pass():
     assert request_checks.ddtree_request_error(_req()) is None
 

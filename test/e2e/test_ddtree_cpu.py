@@ -268,6 +268,12 @@ def test_structured_output_request_fails_alone(reference):
         except Exception as e:  # sglang may surface the abort as an exception
             err = str(e)
         assert "DDTREE" in err and "structured output" in err and "DFLASH" in err, err
+        try:  # a penalty DDTREE would ignore: refused the same way
+            bad = engine.generate(input_ids=PROMPTS[1], sampling_params=dict(_greedy(8), frequency_penalty=1.0))
+            err = str(bad["meta_info"]["finish_reason"])
+        except Exception as e:
+            err = str(e)
+        assert "frequency_penalty=1.0" in err and "would be ignored" in err, err
         time.sleep(1.0)  # idle: the scheduler runs its memory invariant check
         after = engine.generate(input_ids=PROMPTS[:1], sampling_params=_greedy(8))
     finally:
