@@ -128,8 +128,9 @@ def test_the_check_sees_the_tree():
 
 def test_split_plan_targets_waves_and_caps():
     one = split_plan(1, 17, 24, 256, sm_count=132)
-    assert (one.block_m, one.q_blocks, one.block_n) == (32, 1, 32) and one.splits == 22
-    assert split_plan(16, 17, 24, 256, 132).splits == 1
+    assert (one.block_m, one.q_blocks, one.block_n) == (32, 1, 32) and one.splits == 32  # 8 waves: 44, capped
+    assert split_plan(16, 17, 24, 256, 132).splits == 2
+    assert split_plan(64, 17, 24, 256, 132).splits == 1
     assert split_plan(1, 65, 24, 256, 132).q_blocks == 3
     assert split_plan(1, 8, 1, 128, 10_000).splits == 32          # capped
     assert split_plan(1, 17, 24, 256, 188, (12, 0)).num_stages == 1  # sm_120: one stage

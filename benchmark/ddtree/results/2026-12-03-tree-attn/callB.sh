@@ -1,7 +1,8 @@
 #!/bin/bash
-# nvidia-h200, ~9.5 min: the whole GPU smoke suite (test/e2e/test_gpu_smoke.py, 31 engine cases:
+# nvidia-h200, ~9.8 min: the whole GPU smoke suite (test/e2e/test_gpu_smoke.py, 31 engine cases:
 # every DDTREE case now through the split-KV tree attention, the default on the triton backend,
-# and one through sglang's kernel), the check issue 28 still needs. Carry
+# and one through sglang's kernel), the check issue 28 still needs; then, in the time left, the attention kernels alone
+# (bench_tree_attention.py, 8 shapes) after the splits' minimum length and 8 waves per SM. Carry
 # build/bundle/sglang-ddtree-bundle.tar.xz (assets' drafter moved aside).
 R=${OUT:?}
 t0=$(date +%s)
@@ -12,4 +13,8 @@ echo "smoke rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 grep -E "passed|failed|^FAILED|^XFAIL|^ERROR" $R/smoke.out | tail -30 >> $R/rc.txt
 echo "split-KV tree attention log lines per case log:" >> $R/rc.txt
 grep -rl "split-KV Triton kernel" $R/smoke 2>/dev/null | wc -l >> $R/rc.txt
+left=$(( 585 - $(date +%s) + t0 ))  # what time remains: the attention kernels alone again (splits of >= 4 key blocks)
+[ $left -gt 30 ] && PYTHONPATH=python:/tmp/sglang-ddtree-site timeout $left python3 benchmark/ddtree/bench_tree_attention.py \
+  --bs 1 16 --window 17 65 --ctx 544 8192 --out $R/tree_attention.json > $R/ba.out 2>&1
+echo "bench_tree_attention at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cd $R && tar czf res.tgz --exclude=res.tgz smoke && rm -rf prep smoke

@@ -37,7 +37,7 @@ import triton.language as tl
 _NEG = -1.0e30
 _LOG2E = 1.4426950408889634
 MAX_SPLITS = 32
-_WAVES = 4  # programs per SM the split count aims for
+_WAVES = 8  # programs per SM the split count aims for
 
 
 @dataclass(frozen=True)
