@@ -58,7 +58,7 @@ def test_widths_share_one_storage_made_for_the_most_positions():
     ws.reserve_positions(8 * 3)  # budget auto: a narrower width captured at more requests
     ws.begin_capture(2, 5, rows=2, device="cpu")
     x5, u5, G5 = _layer_call(ws, 2, 1)
-    assert u5.shape == (2, 5, 3, 2) and torch.equal(x5, torch.arange(60, dtype=torch.float32).view(10, 6))
+    assert u5.shape == (2, 5, 3, 2) and x5.shape == (10, 6)  # (the tree conv writes x)
     ws.begin_capture(8, 3, rows=8, device="cpu")
     _layer_call(ws, 8, 0)
     a, b = ws.static[5].work, ws.static[3].work

@@ -70,6 +70,17 @@ def test_tree_conv_and_commit_match_path_reference(n, flat):
                                                        activation=False)
                         for r in range(bs)])
     assert rel(out_nb, ref_nb) < 1e-5
+    # Rows of a wider projection (strided, as sglang's split of its qkv projection), with the
+    # input copied out by the same launch: the same outputs, and an exact copy.
+    wide = torch.randn(bs * n, C + 20)
+    wide[:, 7:7 + C] = x
+    copy = torch.full((bs * n, C), float("nan"), device=DEV)
+    out_s = tree_conv(wide.to(DEV)[:, 7:7 + C], weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV),
+                      parents.to(DEV), flat=flat, x_out=copy)
+    assert torch.equal(out_s, out) and torch.equal(copy.cpu(), x)
+    with pytest.raises(ValueError, match="x_out"):
+        tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                  x_out=copy[:, :4])
 
     P = 16
     accepted = torch.full((bs, P), -1, dtype=torch.int64)

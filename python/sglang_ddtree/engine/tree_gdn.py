@@ -160,7 +160,9 @@ class TreeGdnWorkspace:
         self.layers[li] = layer
         slots = linear_backend.forward_metadata.mamba_cache_indices[:bs]
         x, u_out, G_out = self._work_views(wb, bs, li, n_layers, mixed_qkv, hv, v_dim)
-        y = tree_conv(x, layer.conv_weights, layer.bias, conv_pool, slots, wb.parent[:bs], activation=True)
+        # The conv also copies its input into the workspace (the commit's x): one launch, not two.
+        y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wb.parent[:bs], activation=True,
+                      x_out=x)
         T = y.shape[0]
         q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
         o, _, _ = tree_gdn_verify(q.reshape(T, layer.num_q_heads, layer.head_q_dim),
@@ -171,8 +173,8 @@ class TreeGdnWorkspace:
 
     def _work_views(self, wb: WidthBuffers, bs: int, li: int, n_layers: int, mixed_qkv: torch.Tensor,
                     hv: int, v_dim: int):
-        """Pool layer ``li``'s commit inputs cut to ``bs`` requests: ``x [bs*W, C]`` (a copy of
-        ``mixed_qkv``), ``u [bs, W, HV, V]``, ``G [bs, W, HV]``."""
+        """Pool layer ``li``'s commit inputs cut to ``bs`` requests: ``x [bs*W, C]`` (for the copy
+        of ``mixed_qkv`` the tree conv writes), ``u [bs, W, HV, V]``, ``G [bs, W, HV]``."""
         n, w = wb.width, wb.work
         if not w:
             dev, rows, C = mixed_qkv.device, wb.rows, mixed_qkv.shape[1]
@@ -182,9 +184,7 @@ class TreeGdnWorkspace:
             w["u"] = carve(storage, "u", (n_layers, rows, n, hv, v_dim), torch.float32, dev,
                            n_layers * per * hv * v_dim)
             w["G"] = carve(storage, "G", (n_layers, rows, n, hv), torch.float32, dev, n_layers * per * hv)
-        x = w["x"][li, : bs * n]
-        x.copy_(mixed_qkv)
-        return x, w["u"][li, :bs], w["G"][li, :bs]
+        return w["x"][li, : bs * n], w["u"][li, :bs], w["G"][li, :bs]
 
     # ------------------------------------------------------------------ the commit
 

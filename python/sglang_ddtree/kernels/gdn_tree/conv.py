@@ -26,14 +26,15 @@ from .heuristics import conv_flat
 
 @triton.jit
 def _tree_conv_kernel(
-    x, w, bias, conv_state, state_idx, parent, out,
-    T, N, C, s_slot, s_c, s_w,
+    x, w, bias, conv_state, state_idx, parent, out, x_copy,
+    T, N, C, s_x, s_slot, s_c, s_w,
     KW: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr,
-    PX: tl.constexpr, PS: tl.constexpr, FLAT: tl.constexpr = False,
+    PX: tl.constexpr, PS: tl.constexpr, FLAT: tl.constexpr = False, COPY_X: tl.constexpr = False,
 ):
     """Grid (C tiles, node tiles, bs): BN nodes of one tree; FLAT: grid (C tiles, token tiles),
     BN tokens of the flattened ``[T = bs * N]`` batch, which may span trees (each row finds its
-    tree and state slot), so a 17-node tree costs 17 rows instead of two 16-row tiles."""
+    tree and state slot), so a 17-node tree costs 17 rows instead of two 16-row tiles. ``x`` rows
+    ``s_x`` elements apart; COPY_X: each node's own input row also stored to ``x_copy`` ``[T, C]``."""
     i_c = tl.program_id(0)
     o_c = i_c * BC + tl.arange(0, BC)
     m_c = o_c < C
@@ -58,8 +59,11 @@ def _tree_conv_kernel(
         # Tap j (0 = the node itself) uses weight column KW-1-j; above the root it reads the
         # committed state from its newest column backwards.
         in_tree = cur >= 0
-        xv = tl.load(x + (tok0 + tl.maximum(cur, 0))[:, None] * C + o_c[None, :],
-                     mask=in_tree[:, None] & m_c[None, :], other=0.0).to(tl.float32)
+        xr = tl.load(x + (tok0 + tl.maximum(cur, 0))[:, None] * s_x + o_c[None, :],
+                     mask=in_tree[:, None] & m_c[None, :], other=0.0)
+        if COPY_X and j == 0:  # tap 0 reads the node's own row
+            tl.store(x_copy + (tok0 + o_n)[:, None] * C + o_c[None, :], xr, mask=m_n[:, None] & m_c[None, :])
+        xv = xr.to(tl.float32)
         col = (KW - 1) - up
         use_state = (~in_tree) & m_n & (col >= 0)
         sv = tl.load(conv_state + slot * s_slot + o_c[None, :] * s_c + tl.maximum(col, 0)[:, None] * s_w,
@@ -122,25 +126,34 @@ def _tree_conv_commit_kernel(
 
 
 def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
-              block_n: int = 16, block_c: int = 64, flat=None):
-    """Depthwise causal conv over each node's ancestor window, ``x [bs*N, C]`` -> ``[bs*N, C]``
-    in x's dtype (SiLU with ``activation``); the conv state is only read. ``flat``: node tiles
-    over the flattened batch (a tree of 17 nodes costs 17 rows, not 32) instead of per tree;
-    None: :func:`.heuristics.conv_flat`."""
+              block_n: int = 16, block_c: int = 64, flat=None, x_out=None):
+    """Depthwise causal conv over each node's ancestor window, ``x [bs*N, C]`` (rows may be
+    strided, the last dim contiguous) -> ``[bs*N, C]`` in x's dtype (SiLU with ``activation``);
+    the conv state is only read. ``flat``: node tiles over the flattened batch (a tree of 17
+    nodes costs 17 rows, not 32) instead of per tree; None: :func:`.heuristics.conv_flat`.
+    ``x_out`` (``[bs*N, C]`` contiguous, x's dtype): also gets a copy of ``x`` (what the commit
+    reads later), written by the same launch."""
     bs, N = parent.shape
     if flat is None:
         flat = conv_flat(bs)
     C, KW = weight.shape
-    out = torch.empty_like(x)
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    if x_out is not None and (tuple(x_out.shape) != tuple(x.shape) or x_out.dtype != x.dtype
+                              or not x_out.is_contiguous()):
+        raise ValueError(f"tree_conv: x_out must be a contiguous {tuple(x.shape)} {x.dtype} tensor, got "
+                         f"{tuple(x_out.shape)} {x_out.dtype}")
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if flat:
         grid = (triton.cdiv(C, block_c), triton.cdiv(bs * N, block_n))
     else:
         grid = (triton.cdiv(C, block_c), triton.cdiv(N, block_n), bs)
     _tree_conv_kernel[grid](
-        x.contiguous(), weight.contiguous(), bias if bias is not None else weight, conv_state,
-        state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out, bs * N, N, C,
+        x, weight.contiguous(), bias if bias is not None else weight, conv_state,
+        state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out,
+        x_out if x_out is not None else out, bs * N, N, C, x.stride(0),
         *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
-        FLAT=bool(flat), **conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
+        FLAT=bool(flat), COPY_X=x_out is not None, **conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
     )
     return out
 
