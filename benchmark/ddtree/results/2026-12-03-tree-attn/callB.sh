@@ -1,7 +1,8 @@
 #!/bin/bash
 # nvidia-h200, ~9.8 min: the whole GPU smoke suite (test/e2e/test_gpu_smoke.py, 31 engine cases:
 # every DDTREE case now through the split-KV tree attention, the default on the triton backend,
-# and one through sglang's kernel), the check issue 28 still needs; then, in the time left, the attention kernels alone
+# and one through sglang's kernel; the wy cases through the conv that copies its input), the check
+# issue 28 still needs; then, in the time left, the attention kernels alone
 # (bench_tree_attention.py, 8 shapes) after the splits' minimum length and 8 waves per SM. Carry
 # build/bundle/sglang-ddtree-bundle.tar.xz (assets' drafter moved aside).
 R=${OUT:?}
