@@ -62,9 +62,15 @@ def rerun_reference(model: str) -> str:
 
 
 def _path(name: str) -> str:
+    """The tiny model of a case's model key: ``NAME`` or ``NAME@BACKEND`` (an attention backend
+    other than triton, for target and drafter alike; the key also names the plain reference)."""
     from sglang_ddtree.testing import tiny_models
 
-    return str(tiny_models.model_path(name))
+    return str(tiny_models.model_path(name.split("@")[0]))
+
+
+def _backend(model: str) -> str:
+    return model.split("@")[1] if "@" in model else "triton"
 
 
 def _dflash(model):
@@ -79,7 +85,7 @@ def _standalone(draft):
 def _ddtree(budget, model="llama", topk=4, **extra):
     # Hybrid cases name their GDN mode: unnamed (no "-wy") is sglang's per-node path, whatever
     # the engine's default (wy); None leaves the default to the engine.
-    if model == "qwen35":
+    if model.split("@")[0] == "qwen35":
         extra.setdefault("speculative_ddtree_gdn_mode", "snapshot")
     extra = {k: v for k, v in extra.items() if v is not None}
     return dict(speculative_algorithm="DDTREE", speculative_draft_model_path=_path(f"dflash-{model}"),
@@ -89,6 +95,10 @@ def _ddtree(budget, model="llama", topk=4, **extra):
 # --speculative-ddtree-budget auto (the CPU e2e test's table): the 32-node tree is cheapest for
 # one request, the chain from two up, so the mixed batch (4 requests finishing one by one) steps
 # through both verify widths (33 and 16).
+def _wy(model: str) -> dict:
+    return dict(speculative_ddtree_gdn_mode="wy", disable_radix_cache=True) if model.startswith("qwen35") else {}
+
+
 AUTO_ROWS = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0), ("DDTREE-8", 4, 5.0),
              ("DDTREE-chain", 1, 5.0), ("DDTREE-chain", 4, 1.0)]
 
@@ -232,6 +242,17 @@ CASES = {
     # Budget auto with the graph verify: every step replays a graph of its own width
     # (engine/verify_widths.py), on both targets and both GDN modes.
     "ddtree-auto-llama": ("llama", lambda: _auto("llama"), {"auto": True}),
+    # Attention backends other than triton (issue 30), head dim 64 (flashinfer refuses 16): the
+    # tree mask through flashinfer's custom-mask prefill and through FA3; each against the plain
+    # engine on the same backend. Budgets 16 (one page of 17), 64 and auto; the hybrid in wy mode.
+    **{f"{kind}-{m}@{be}": (f"{m}@{be}", spec, checks)
+       for be in ("flashinfer", "fa3")
+       for m in ("llama64", "qwen3564")
+       for kind, spec, checks in (
+           ("plain", dict, {}),
+           ("ddtree16-oracle-sibling", lambda m=m, be=be: _ddtree(16, f"{m}@{be}", **_wy(m)), {"oracle": "sibling"}),
+           ("ddtree64", lambda m=m, be=be: _ddtree(64, f"{m}@{be}", **_wy(m)), {}),
+           ("ddtree-auto", lambda m=m, be=be: _auto(f"{m}@{be}", **_wy(m)), {"auto": True}))},
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
     # is outside sglang 0.5.17's hybrid radix-cache resolution (_MAMBA_RADIX_CACHE_ARCHS), so the
@@ -316,10 +337,13 @@ ORACLE_HISTOGRAM = {"first": [0] * 15 + [2], "sibling": [0, 16]}
 # smoke suite since it matched plain decoding on the H200 (results/ARCHIVE.md).
 WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree64-qwen35-wy", "ddtree15-qwen35-wy-oracle-first",
             "ddtree16-qwen35-wy-oracle-sibling")
-PREVIEW = tuple(n for n in CASES if ("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
+# Attention backends other than triton (model keys NAME@BACKEND): their own suite,
+# test_gpu_backends.py, until they pass on a GPU.
+BACKENDS = tuple(n for n in CASES if "@" in n)
+PREVIEW = tuple(n for n in CASES if n not in BACKENDS and (("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
                 or n.startswith("ddtree-auto") or n.endswith("-radix") or n.endswith("-rerun")
-                or n == "ddtree128-qwen35")
-SMOKE = tuple(n for n in CASES if n not in PREVIEW)
+                or n == "ddtree128-qwen35"))
+SMOKE = tuple(n for n in CASES if n not in PREVIEW and n not in BACKENDS)
 
 
 # bf16 near-tie tolerance (nats, = logit units). The speculative verify runs the target through
@@ -349,7 +373,7 @@ def compare_to_reference(got, ref, ref_top2, tol: float = NEAR_TIE_TOL) -> dict:
 
 def engine_kwargs(model: str, spec: dict) -> dict:
     kw = dict(
-        model_path=_path(model), device="cuda", dtype="bfloat16", attention_backend="triton",
+        model_path=_path(model), device="cuda", dtype="bfloat16", attention_backend=_backend(model),
         sampling_backend="pytorch", mem_fraction_static=0.3, max_total_tokens=8192,
         max_running_requests=8, cuda_graph_max_bs_decode=4, disable_prefill_cuda_graph=True,
         log_level="info",
@@ -529,8 +553,9 @@ def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Opt
     rest = [n for n in names if n not in plain]
     order = plain + [n for n in rest if not CASES[n][2].get("oracle")] + [n for n in rest if CASES[n][2].get("oracle")]
     # Build the tiny models once here (atomic builds would survive a race, but waste minutes).
-    for m in ("llama", "qwen35", "dflash-llama", "dflash-qwen35"):
+    for m in sorted({CASES[n][0].split("@")[0] for n in names}):
         _path(m)
+        _path(f"dflash-{m}")
     digest = code_digest()
     results, futures = {}, {}
 

@@ -178,3 +178,25 @@ def test_run_all_orders_plain_first_and_reuses_only_same_code(monkeypatch, tmp_p
     (tmp_path / "plain-llama.result.json").write_text(json.dumps(dict(rec, name="plain-llama", rc=1)))
     gpu_cases.run_all(tmp_path, parallel=3, only=only, reuse=True)
     assert sorted(order) == ["ddtree8-llama", "plain-llama"]
+
+
+def test_backend_cases_run_on_their_backend_against_their_own_reference():
+    """``NAME@BACKEND`` model keys: the tiny model NAME (head dim 64), target and drafter on
+    BACKEND, compared with plain-NAME@BACKEND; they form their own suite."""
+    import json
+    from pathlib import Path
+
+    for name in gpu_cases.BACKENDS:
+        model, spec_fn, _ = gpu_cases.CASES[name]
+        base, backend = model.split("@")
+        assert backend in ("flashinfer", "fa3") and f"plain-{model}" in gpu_cases.CASES
+        kw = gpu_cases.engine_kwargs(model, spec_fn())
+        assert kw["attention_backend"] == backend and Path(kw["model_path"]).name.startswith(base + "-v")
+        if not name.startswith("plain-"):
+            draft = Path(kw["speculative_draft_model_path"])
+            assert draft.name.startswith(f"dflash-{base}-v")
+            assert json.loads((draft / "config.json").read_text())["head_dim"] == 64
+            assert kw.get("speculative_ddtree_gdn_mode") == ("wy" if base.startswith("qwen35") else None)
+        assert json.loads((Path(kw["model_path"]) / "config.json").read_text())["head_dim"] == 64
+    assert not set(gpu_cases.BACKENDS) & (set(gpu_cases.SMOKE) | set(gpu_cases.PREVIEW))
+    assert {n.split("-", 1)[0] for n in gpu_cases.BACKENDS} == {"plain", "ddtree16", "ddtree64", "ddtree"}

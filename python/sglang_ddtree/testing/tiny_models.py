@@ -173,7 +173,7 @@ def _common_ids() -> Dict[str, int]:
     }
 
 
-def _build_llama(dst: Path) -> None:
+def _build_llama(dst: Path, head_dim: int = 16, seed: int = 1) -> None:
     from transformers import LlamaConfig
 
     cfg = LlamaConfig(
@@ -183,7 +183,7 @@ def _build_llama(dst: Path) -> None:
         num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
+        head_dim=head_dim,
         max_position_embeddings=2048,
         rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
@@ -192,10 +192,10 @@ def _build_llama(dst: Path) -> None:
         **_common_ids(),
     )
     cfg.architectures = ["LlamaForCausalLM"]
-    _save_random_model(cfg, dst, seed=1, scale=1.0)
+    _save_random_model(cfg, dst, seed=seed, scale=1.0)
 
 
-def _build_qwen35(dst: Path) -> None:
+def _build_qwen35(dst: Path, head_dim: int = 32, seed: int = 2) -> None:
     from transformers import Qwen3_5TextConfig
 
     n_layers = 8
@@ -210,7 +210,7 @@ def _build_qwen35(dst: Path) -> None:
         layer_types=layer_types,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=32,
+        head_dim=head_dim,
         linear_conv_kernel_dim=4,
         linear_key_head_dim=16,
         linear_value_head_dim=16,
@@ -232,10 +232,10 @@ def _build_qwen35(dst: Path) -> None:
     # sglang's Qwen3.5 text config derives its layer kinds from this (as Qwen3-Next does);
     # real Qwen3.5 checkpoints carry it, transformers' config class does not.
     cfg.full_attention_interval = 4
-    _save_random_model(cfg, dst, seed=2, scale=1.0)
+    _save_random_model(cfg, dst, seed=seed, scale=1.0)
 
 
-def _dflash_config(target_dir: Path, target_layer_ids: list[int]):
+def _dflash_config(target_dir: Path, target_layer_ids: list[int], head_dim: int = 16):
     from transformers import Qwen3Config
 
     tgt = json.loads((target_dir / "config.json").read_text())
@@ -247,7 +247,7 @@ def _dflash_config(target_dir: Path, target_layer_ids: list[int]):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
+        head_dim=head_dim,
         max_position_embeddings=2048,
         rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
@@ -322,12 +322,34 @@ def _build_dflash_qwen35(dst: Path) -> None:
     _save_random_dflash(_dflash_config(target, [1, 5]), dst, seed=4)
 
 
+# Head dim 64 (target and drafter): for attention backends that refuse 16 (flashinfer's merge
+# kernels) and for FA3.
+def _build_llama64(dst: Path) -> None:
+    _build_llama(dst, head_dim=64, seed=5)
+
+
+def _build_qwen3564(dst: Path) -> None:
+    _build_qwen35(dst, head_dim=64, seed=6)
+
+
+def _build_dflash_llama64(dst: Path) -> None:
+    _save_random_dflash(_dflash_config(model_path("llama64"), [1, 2], head_dim=64), dst, seed=7)
+
+
+def _build_dflash_qwen3564(dst: Path) -> None:
+    _save_random_dflash(_dflash_config(model_path("qwen3564"), [1, 5], head_dim=64), dst, seed=8)
+
+
 _BUILDERS: Dict[str, Callable[[Path], None]] = {
     "tokenizer": _write_tokenizer,
     "llama": _build_llama,
     "qwen35": _build_qwen35,
     "dflash-llama": _build_dflash_llama,
     "dflash-qwen35": _build_dflash_qwen35,
+    "llama64": _build_llama64,
+    "qwen3564": _build_qwen3564,
+    "dflash-llama64": _build_dflash_llama64,
+    "dflash-qwen3564": _build_dflash_qwen3564,
 }
 
 
