@@ -307,8 +307,6 @@ def parse_caps(specs: list, configs: list) -> dict:
         cfg, sep, val = spec.partition("=")
         if not sep or not val.strip().isdigit() or int(val) < 1:
             raise SystemExit(f"step_cost.py: --max-concurrency takes CONFIG=N with N a positive integer, got {spec!r}")
-        if cfg not in configs and child:
-            continue
         if cfg not in configs:
             raise SystemExit(f"step_cost.py: --max-concurrency names {cfg!r}, which is not in --configs {configs}")
         caps[cfg] = int(val)
