@@ -97,32 +97,40 @@ def test_bench_gdn_tree_upstream_conv_cap(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
-    """Each configuration in its own process; DDTREE-only arguments reach DDTREE only (a DDTREE
-    flag given to the no-spec engine would fail its launch); DDTREE-auto serves with the budget
-    policy over the sweep's own table."""
+    """One sweep, each configuration in its own process: DDTREE-only arguments reach DDTREE only
+    (a DDTREE flag given to the no-spec engine would fail its launch); --max-concurrency caps;
+    --config-arg reaches its one configuration; --profile; DDTREE-auto serves with the budget
+    policy over --auto-table merged with the rows this sweep measured before it (the chain and
+    budget 8 measured here replace the given table's; budget 16 only in the given table)."""
     from sglang_ddtree.testing import tiny_models
 
+    given = tmp_path / "earlier.json"
+    given.write_text(json.dumps({"meta": {}, "rows": [
+        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 99.0},
+        {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 1.0}]}))
     out = tmp_path / "sc.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
                         "--target-path", str(tiny_models.model_path("llama")),
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
-                        "--configs", "no-spec", "DDTREE-8", "DDTREE-auto", "--concurrency", "1", "2",
-                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "8",
-                        "--profile",
-                        "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--out", str(out)],
+                        "--configs", "no-spec", "DDTREE-8", "DDTREE-chain", "DDTREE-auto", "--concurrency", "1", "2",
+                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-chain=1",
+                        "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "8", "--profile",
+                        "--config-arg", "DDTREE-chain:speculative_ddtree_max_depth=7",
+                        "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--auto-table", str(given),
+                        "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     d = json.loads(out.read_text())
     assert "failed" not in d["meta"], d["meta"]
-    # DDTREE-auto runs the budget policy over the rows measured before it (its table is this sweep's).
     # --max-concurrency: the capped configurations run (and size their engines) at 1 only.
     assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [
-        ("no-spec", 1), ("no-spec", 2), ("DDTREE-8", 1), ("DDTREE-auto", 1)]
-    assert d["meta"]["over_cap"] == {"DDTREE-8": [2], "DDTREE-auto": [2]}
-    assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {"no-spec": 2, "DDTREE-8": 1,
-                                                                           "DDTREE-auto": 1}
+        ("no-spec", 1), ("no-spec", 2), ("DDTREE-8", 1), ("DDTREE-chain", 1), ("DDTREE-auto", 1)]
+    assert d["meta"]["over_cap"] == {"DDTREE-8": [2], "DDTREE-chain": [2], "DDTREE-auto": [2]}
+    assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {
+        "no-spec": 2, "DDTREE-8": 1, "DDTREE-chain": 1, "DDTREE-auto": 1}
     assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
+    assert d["meta"]["config_args"] == {"DDTREE-chain": {"speculative_ddtree_max_depth": 7}}
     # What the timed DDTREE steps did (auto: the choice of each, DDTREE-8: its steps; none for no-spec).
     rows = {x["config"]: x for x in d["rows"]}
     assert "timed" not in rows["no-spec"]
@@ -134,36 +142,12 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
         # and then the summary must say it measured nothing.)
         assert prof["kind"] == "cpu_op" and prof["top"] and (prof["ms_per_step"] > 0 or "noise" in prof), prof
         assert prof["decode_steps"][0] < prof["decode_steps"][1] <= 7, prof
-    auto = rows["DDTREE-auto"]["timed"]
-    assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
-def test_step_cost_auto_over_a_given_table(tmp_path):
-    """DDTREE-auto in a sweep of its own (no DDTREE-<budget> before it) serves from --auto-table
-    merged with this sweep's rows: the chain measured here, budget 8 only in the given table."""
-    from sglang_ddtree.testing import tiny_models
-
-    given = tmp_path / "earlier.json"
-    given.write_text(json.dumps({"meta": {}, "rows": [
-        {"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 99.0},
-        {"config": "DDTREE-8", "concurrency": 1, "ms_per_step": 1.0}]}))
-    out = tmp_path / "sc.json"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
-                        "--target-path", str(tiny_models.model_path("llama")),
-                        "--drafter-path", str(tiny_models.model_path("dflash-llama")),
-                        "--configs", "DDTREE-chain", "DDTREE-auto", "--concurrency", "1", "--decode-tokens", "8",
-                        "--prompt-len", "8", "--auto-table", str(given), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    d = json.loads(out.read_text())
-    assert "failed" not in d["meta"], d["meta"]
-    assert [x["config"] for x in d["rows"]] == ["DDTREE-chain", "DDTREE-auto"]
     assert d["meta"]["auto_table"] == {"given": [str(given)], "merged": "sc.auto-table.json"}
     merged = json.loads((tmp_path / "sc.auto-table.json").read_text())["rows"]
-    chain_here = d["rows"][0]["ms_per_step"]
-    assert {(x["config"], x["ms_per_step"]) for x in merged} == {("DDTREE-8", 1.0), ("DDTREE-chain", chain_here)}
-    auto = d["rows"][1]["timed"]
+    here = {(x["config"], x["concurrency"]): x["ms_per_step"] for x in d["rows"] if x["config"] != "DDTREE-auto"}
+    assert {(x["config"], x["concurrency"], x["ms_per_step"]) for x in merged} == \
+        {("DDTREE-16", 1, 1.0)} | {(c, n, ms) for (c, n), ms in here.items()}
+    auto = rows["DDTREE-auto"]["timed"]
     assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
 
 
