@@ -127,6 +127,26 @@ def _split_len(P, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, MIN_BLOCKS: tl.co
 
 
 @triton.jit
+def _row_block(Q, QO_indptr, KV_indptr, pid, hq, stride_qt, stride_qh, Q_BLOCKS: tl.constexpr,
+               BLOCK_M: tl.constexpr, D: tl.constexpr):
+    """Program ``pid``'s request ``b`` and row block ``qb``: the window's first row and length, the context's
+    first index and length, the block's window rows (offsets, mask, token rows) and its queries
+    of head ``hq`` ``[BLOCK_M, D]`` (zeros past the window; nothing read for an empty block)."""
+    b = pid // Q_BLOCKS
+    qb = pid % Q_BLOCKS
+    q0 = tl.load(QO_indptr + b)
+    q_len = tl.load(QO_indptr + b + 1) - q0
+    kv0 = tl.load(KV_indptr + b)
+    P = tl.load(KV_indptr + b + 1) - kv0
+    offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < q_len
+    rows = (q0 + offs_m).to(tl.int64)
+    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + tl.arange(0, D)[None, :], mask=mask_m[:, None],
+                other=0.0)
+    return b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q
+
+
+@triton.jit
 def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid_O, Mid_L, scale,
                           stride_qt, stride_qh, stride_kbs, stride_kbh, stride_vbs, stride_vbh,
                           stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
@@ -135,23 +155,14 @@ def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid
                           MIN_BLOCKS: tl.constexpr):
     """Grid ``[bs * Q_BLOCKS, Hq, SPLITS]``: split ``s`` of one request's context for one head and
     row block -> normalised partial output and base-2 lse (-1e30 for an empty split)."""
-    pid = tl.program_id(0)
     hq = tl.program_id(1)
     s = tl.program_id(2)
-    b = pid // Q_BLOCKS
-    qb = pid % Q_BLOCKS
-    hkv = hq // GROUP
-    q0 = tl.load(QO_indptr + b)
-    q_len = tl.load(QO_indptr + b + 1) - q0
+    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q = _row_block(Q, QO_indptr, KV_indptr, tl.program_id(0), hq,
+                                                                  stride_qt, stride_qh, Q_BLOCKS, BLOCK_M, D)
     if qb * BLOCK_M >= q_len:
         return
-    kv0 = tl.load(KV_indptr + b)
-    P = tl.load(KV_indptr + b + 1) - kv0
-    offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
-    mask_m = offs_m < q_len
+    hkv = hq // GROUP
     offs_d = tl.arange(0, D)
-    rows = (q0 + offs_m).to(tl.int64)
-    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + offs_d[None, :], mask=mask_m[:, None], other=0.0)
     per = _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS)
     lo = s * per
     if lo >= P:  # past the active splits: the merge does not read this one
@@ -181,24 +192,15 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
                        MIN_BLOCKS: tl.constexpr):
     """Grid ``[bs * Q_BLOCKS, Hq]``: the window's tree part of one request, head and row block,
     then the context: merged from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
-    pid = tl.program_id(0)
     hq = tl.program_id(1)
-    b = pid // Q_BLOCKS
-    qb = pid % Q_BLOCKS
-    hkv = hq // GROUP
-    q0 = tl.load(QO_indptr + b)
-    q_len = tl.load(QO_indptr + b + 1) - q0
+    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q = _row_block(Q, QO_indptr, KV_indptr, tl.program_id(0), hq,
+                                                                  stride_qt, stride_qh, Q_BLOCKS, BLOCK_M, D)
     if qb * BLOCK_M >= q_len:
         return
-    kv0 = tl.load(KV_indptr + b)
-    P = tl.load(KV_indptr + b + 1) - kv0
+    hkv = hq // GROUP
     mask0 = tl.load(Mask_indptr + b).to(tl.int64)
     row_len = (P + q_len).to(tl.int64)
-    offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
-    mask_m = offs_m < q_len
     offs_d = tl.arange(0, D)
-    rows = (q0 + offs_m).to(tl.int64)
-    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + offs_d[None, :], mask=mask_m[:, None], other=0.0)
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
