@@ -10,9 +10,10 @@ DDTREE adds two cases DFLASH admits:
 - frequency, presence and repetition penalties: sglang 0.5.17 counts one output token per
   speculative step (``ScheduleBatch.cumulate_penalty_output_tokens``) and its DFlash verify
   adjustment cannot scale a penalty it adds to zeros, so the request would be served as if it
-  had no penalty: a different output with no error. A narrow
-AROUND hook on the scheduler module's reference to the validator (sglang has no per-algorithm
-request-validation seam).
+  had no penalty: a different output with no error.
+
+A narrow AROUND hook on the scheduler module's reference to the validator (sglang has no
+per-algorithm request-validation seam).
 """
 
 from __future__ import annotations

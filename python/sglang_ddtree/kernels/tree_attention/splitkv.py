@@ -236,17 +236,17 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
              mask=mask_m[:, None])
 
 
-_SM_COUNT = {}
+_DEVICE_FACTS = {}  # device index -> (SM count, (major, minor))
 
 
 def _device_facts(device: torch.device):
     if device.type != "cuda":
         return 16, (9, 0)  # the Triton interpreter
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _SM_COUNT:
+    if idx not in _DEVICE_FACTS:
         p = torch.cuda.get_device_properties(idx)
-        _SM_COUNT[idx] = (p.multi_processor_count, (p.major, p.minor))
-    return _SM_COUNT[idx]
+        _DEVICE_FACTS[idx] = (p.multi_processor_count, (p.major, p.minor))
+    return _DEVICE_FACTS[idx]
 
 
 def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tensor, o: torch.Tensor,
