@@ -40,6 +40,15 @@ def totals(events: List[dict], cats=DEVICE_CATS) -> Dict[str, float]:
     return out
 
 
+def launches(events: List[dict], cats=DEVICE_CATS) -> Dict[str, int]:
+    """Number of complete events (``ph == "X"``) of ``cats`` per event name: kernel launches."""
+    out: Dict[str, int] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in cats:
+            out[e["name"]] = out.get(e["name"], 0) + 1
+    return out
+
+
 def trace_kind(events: List[dict]) -> str:
     """"device" when the trace holds device work, else "cpu_op" (a CPU-only trace)."""
     return "device" if any(e.get("cat") in DEVICE_CATS for e in events) else "cpu_op"
@@ -137,9 +146,11 @@ def phases_per_step(short: Dict[str, float], long: Dict[str, float], steps_short
     return out
 
 
-def summarize(short_path, long_path, steps_short: int, steps_long: int, top: int = 25) -> dict:
+def summarize(short_path, long_path, steps_short: int, steps_long: int, top: int = 40) -> dict:
     """:func:`per_step` of two trace files, with the kind of events it summed; on device traces
-    also ``by_phase`` (:func:`phases_per_step`)."""
+    also ``by_phase`` (:func:`phases_per_step`) and ``launches`` (``{name: launches per decode
+    step}`` for the ``top`` names, differenced like the times) and ``launches_per_step`` (all
+    names)."""
     ev_s, ev_l = load_events(short_path), load_events(long_path)
     kind = trace_kind(ev_l)
     cats = DEVICE_CATS if kind == "device" else ("cpu_op",)
@@ -147,6 +158,12 @@ def summarize(short_path, long_path, steps_short: int, steps_long: int, top: int
     out.update(kind=kind, decode_steps=[steps_short, steps_long])
     if kind == "device":
         out["by_phase"] = phases_per_step(phase_totals(ev_s), phase_totals(ev_l), steps_short, steps_long)
+        n_s, n_l = launches(ev_s, cats), launches(ev_l, cats)
+        span = steps_long - steps_short
+        per = {n: (n_l.get(n, 0) - n_s.get(n, 0)) / span for n in set(n_s) | set(n_l)}
+        shown = {name for name, _ in out["top"]}
+        out["launches"] = {_short_name(n): round(c, 2) for n, c in per.items() if _short_name(n) in shown}
+        out["launches_per_step"] = round(sum(per.values()), 1)
     return out
 
 

@@ -51,6 +51,9 @@ def test_prefill_cancels_and_each_kernel_gets_its_step_time(tmp_path, gz):
     assert top["gemm"] == pytest.approx(1.0 + 0.1 / 8, abs=1e-4)
     assert top["tree_gdn_verify"] == pytest.approx(0.25) and top["Memcpy HtoD"] == pytest.approx(0.04)
     assert out["ms_per_step"] == pytest.approx(1.0 + 0.1 / 8 + 0.25 + 0.04 + 0.01, abs=1e-4)  # no cpu_op
+    # one launch of each of the top three per step; the prefill's extra gemm cancels; four in all
+    assert out["launches"] == {"gemm": 1.0, "tree_gdn_verify": 1.0, "Memcpy HtoD": 1.0}
+    assert out["launches_per_step"] == 4.0
 
 
 def test_long_names_are_cut_and_cpu_only_traces_are_labelled(tmp_path):
