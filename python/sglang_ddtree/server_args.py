@@ -99,9 +99,10 @@ class DDTreeServerArgs(ServerArgs):
     ] = False
     speculative_ddtree_tree_attention: A[
         str,
-        "DDTREE: the kernel of the tree verify's attention. 'split-kv': sglang-ddtree's Triton kernel, the "
-        "committed context split across programs (--attention-backend triton only); 'backend': the attention "
-        "backend's own custom-mask kernel; 'auto' (default): split-kv on the triton backend, else backend.",
+        "DDTREE: the kernel of the tree verify's and the drafter block's attention. 'split-kv': sglang-ddtree's "
+        "Triton kernel, the committed context split across programs (--attention-backend triton only); "
+        "'backend': the attention backend's own kernels; 'auto' (default): split-kv on the triton backend, "
+        "else backend.",
         NS("spec"),
     ] = "auto"
 

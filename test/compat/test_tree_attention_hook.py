@@ -1,7 +1,8 @@
 """compat/tree_attention.py: which of sglang's extend_attention_fwd calls go to the split kernel
-(tree verifies it serves exactly) and which stay with sglang's kernel, bound exactly as the triton
-backend calls it; the hook only on a DDTREE target's backend with the flag not 'backend'; the flag
-validated at launch."""
+(tree verifies it serves exactly; on the drafter's backend also the unmasked draft block, causal
+or not, with its sliding window) and which stay with sglang's kernel, bound exactly as the triton
+backend calls it; the hook only on a DDTREE server's backends with the flag not 'backend'; the
+flag validated at launch."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def split_calls(monkeypatch):
     import sglang_ddtree.kernels.tree_attention as ta
 
     calls = []
-    monkeypatch.setattr(ta, "tree_attention_fwd", lambda *a: calls.append(a))
+    monkeypatch.setattr(ta, "tree_attention_fwd", lambda *a, **kw: calls.append((a, kw)))
     return calls
 
 
@@ -56,13 +57,37 @@ def test_a_tree_verify_goes_to_the_split_kernel(split_calls):
     args, kw = _call()
     hook.wrap(upstream)(*args, **kw)
     assert not up_calls and len(split_calls) == 1
-    got = split_calls[0]
+    got, kw = split_calls[0]
     assert got[0] is args[0] and got[3] is args[3]          # q, o
     assert got[9] is args[9] and got[11] == 5 and got[12] == 0.25  # mask, max_q_len, scale
+    assert kw == dict(causal=True, sliding_window=-1)
+
+
+@pytest.mark.parametrize("causal,window", [(True, 2048), (False, -1), (True, -1)])
+def test_a_draft_block_goes_to_the_split_kernel_on_the_drafter_only(split_calls, causal, window):
+    """The DFlash drafter's block: no mask, causal (its sliding layers, with their window and
+    window offsets) or not (its full layer)."""
+    over = dict(custom_mask=None, mask_indptr=None, is_causal=causal, sliding_window_size=window,
+                window_kv_offsets=torch.zeros(2, dtype=torch.int32) if window > 0 else None)
+    upstream, up_calls = _upstream()
+    args, kw = _call(**over)
+    hook.wrap(upstream, drafter=True)(*args, **kw)
+    assert not up_calls and len(split_calls) == 1
+    assert split_calls[0][1] == dict(causal=causal, sliding_window=window)
+    hook.wrap(upstream)(*args, **kw)                   # the target's backend: sglang's kernel
+    assert len(up_calls) == 1 and len(split_calls) == 1
+
+
+def test_a_drafter_prefill_stays_with_sglang(split_calls):
+    upstream, up_calls = _upstream()
+    args, kw = _call(custom_mask=None, mask_indptr=None, max_len_extend=hook.DRAFT_MAX_WINDOW + 1)
+    hook.wrap(upstream, drafter=True)(*args, **kw)
+    assert not split_calls and len(up_calls) == 1
 
 
 @pytest.mark.parametrize("over", [
     dict(custom_mask=None), dict(is_causal=False), dict(logit_cap=30.0), dict(sliding_window_size=128),
+    dict(window_kv_offsets=torch.zeros(2, dtype=torch.int32)),
     dict(sinks=torch.zeros(4)), dict(k_scale=0.5), dict(score_mod=object()), dict(xai_temperature_len=8),
     dict(k_buffer=torch.zeros(5, 8, 2, 16)),          # a paged 4-D pool
     dict(q_extend=torch.zeros(10, 4, 24)),            # a head dim the kernel does not take
@@ -87,7 +112,8 @@ def _backend_init(server_args, draft=False):
 def test_the_hook_wraps_only_a_ddtree_target_with_the_kernel_chosen():
     ddtree = SimpleNamespace(speculative_algorithm="DDTREE", speculative_ddtree_tree_attention="auto")
     assert _backend_init(ddtree)
-    assert not _backend_init(ddtree, draft=True)
+    assert _backend_init(ddtree, draft=True)
     assert not _backend_init(SimpleNamespace(speculative_algorithm="DFLASH"))
+    assert not _backend_init(SimpleNamespace(speculative_algorithm="DFLASH"), draft=True)
     assert not _backend_init(SimpleNamespace(speculative_algorithm="DDTREE", speculative_ddtree_tree_attention="backend"))
     assert split_kv_tree_attention(SimpleNamespace(speculative_algorithm="DDTREE", speculative_ddtree_tree_attention="split-kv"))

@@ -5,8 +5,10 @@ context blocks), slots scattered in the pool. Tolerances (max abs error over max
 fp32 inputs 2e-5, bf16 / fp16 1e-2 (bf16 output rounding and fp32 accumulation). The output is
 poisoned with NaN first: every row must be written, and NaN never passes. bf16 only on a GPU (the
 interpreter's bf16 dots are wrong). The causal mask in
-place of the tree mask must fail the check (the check sees the tree). On a GPU also against
-sglang's own extend_attention_fwd with the same mask."""
+place of the tree mask must fail the check (the check sees the tree). The DFlash drafter's
+block: no mask, causal or fully visible, with a sliding window that hides part of the context
+(ignoring the window must fail the check). On a GPU also against sglang's own
+extend_attention_fwd with the same mask, and in the drafter's modes."""
 
 from __future__ import annotations
 
@@ -58,14 +60,14 @@ def _case(q_lens, ctx_lens, hq, hkv, d, dtype, seed, causal_instead=False):
     return t
 
 
-def _run(t, plan=None, scale=None):
+def _run(t, plan=None, scale=None, causal=True, window=-1):
     d = t["q"].shape[-1]
     scale = scale or d ** -0.5
     o = torch.full_like(t["q"], float("nan"))
     max_q = int((t["qo_indptr"][1:] - t["qo_indptr"][:-1]).max())
     used = tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                               t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], max_q, scale,
-                              plan=plan)
+                              plan=plan, causal=causal, sliding_window=window)
     return o, used
 
 
@@ -74,10 +76,15 @@ def _rel_err(o, ref):
     return float((o.double() - ref).abs().max() / ref.abs().max())
 
 
-def _ref(t):
+def _ref(t, causal=True, window=-1):
     d = t["q"].shape[-1]
     return tree_attention_reference(t["q"], t["k_tree"], t["v_tree"], t["k_buffer"], t["v_buffer"], t["qo_indptr"],
-                                    t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], d ** -0.5)
+                                    t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], d ** -0.5,
+                                    causal=causal, sliding_window=window)
+
+
+def _unmasked(t):
+    return dict(t, custom_mask=None, mask_indptr=None)
 
 
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
@@ -126,6 +133,41 @@ def test_the_check_sees_the_tree():
     assert _rel_err(o, _ref(tree)) > 100 * TOL[torch.float32]
 
 
+@kernels_here
+@pytest.mark.parametrize("q_lens,ctx_lens,causal,window,splits", [
+    ([16], [45], True, -1, 1),              # the drafter's sliding layers, window wider than the context
+    ([16], [45], False, -1, 3),             # its full layer: every block key visible
+    ([16, 16], [100, 7], True, 40, 4),      # a window hiding most of the first context, split + merge
+    ([16, 9], [100, 0], False, 40, 1),      # one kernel; an empty context
+    ([40], [90], True, 20, 5),              # two row blocks; the window hides block keys too (i > j + 20)
+])
+def test_drafter_modes_equal_the_reference(q_lens, ctx_lens, causal, window, splits):
+    t = _unmasked(_case(q_lens, ctx_lens, 4, 2, 32, torch.float32, seed=sum(ctx_lens) + 7 * splits))
+    auto = split_plan(len(q_lens), max(q_lens), 4, 32, sm_count=16)
+    o, _ = _run(t, SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, 1), causal=causal,
+                window=window)
+    assert _rel_err(o, _ref(t, causal, window)) < TOL[torch.float32]
+
+
+@kernels_here
+def test_the_check_sees_the_window_and_the_causal_rule():
+    """Ignoring the sliding window, or attending to later block keys, misses the reference far
+    beyond the tolerance: the drafter-mode checks above would catch either."""
+    t = _unmasked(_case([16], [100], 2, 1, 32, torch.float32, seed=3))
+    o, _ = _run(t, causal=True)
+    assert _rel_err(o, _ref(t, True, 40)) > 100 * TOL[torch.float32]
+    o, _ = _run(t, causal=False)
+    assert _rel_err(o, _ref(t, True)) > 100 * TOL[torch.float32]
+
+
+def test_custom_mask_needs_causal():
+    t = _case([4], [5], 1, 1, 16, torch.float32, seed=2)
+    with pytest.raises(ValueError, match="causal=True"):
+        _run(t, causal=False)
+    with pytest.raises(ValueError, match="causal=True"):
+        _ref(t, causal=False)
+
+
 def test_split_plan_targets_waves_and_caps():
     one = split_plan(1, 17, 24, 256, sm_count=132)
     assert (one.block_m, one.q_blocks, one.block_n) == (32, 1, 32) and one.splits == 32  # 8 waves: 44, capped
@@ -157,5 +199,25 @@ def test_matches_sglang_extend_attention(bs, n, ctx):
     extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o_up, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                          t["kv_indptr"], t["kv_indices"], t["custom_mask"], True, t["mask_indptr"], n, 1.0, 1.0,
                          256 ** -0.5)
+    assert _rel_err(o, ref) < TOL[torch.bfloat16]
+    assert _rel_err(o_up, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="sglang's extend_attention_fwd is compiled for a GPU")
+@pytest.mark.parametrize("bs,ctx,causal,window", [(1, 545, True, 2048), (16, 700, False, -1), (4, 3000, True, 2048),
+                                                  (2, 700, True, 300)])
+def test_matches_sglang_in_the_drafter_modes(bs, ctx, causal, window):
+    """The DFlash drafter's attention (Qwen3.6-27B drafter: 32 / 8 heads of 128, a 16-token
+    block, no mask, causal sliding layers and a full layer) through both kernels: both within
+    bf16 tolerance of the float64 reference, the window binding in two of the cases."""
+    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+
+    t = _unmasked(_case([16] * bs, [ctx] * bs, 32, 8, 128, torch.bfloat16, seed=bs * 5 + ctx))
+    ref = _ref(t, causal, window)
+    o, _ = _run(t, causal=causal, window=window)
+    o_up = torch.full_like(t["q"], float("nan"))
+    extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o_up, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
+                         t["kv_indptr"], t["kv_indices"], None, causal, None, 16, 1.0, 1.0, 128 ** -0.5,
+                         sliding_window_size=window)
     assert _rel_err(o, ref) < TOL[torch.bfloat16]
     assert _rel_err(o_up, ref) < TOL[torch.bfloat16]

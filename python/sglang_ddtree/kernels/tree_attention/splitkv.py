@@ -5,21 +5,27 @@
     k_buffer [slots, Hkv, D]  the KV pool of the layer (``v_buffer`` likewise)
     kv_indptr [bs+1], kv_indices: the committed slots of each request (int32 or int64)
     custom_mask (bool / uint8, flat), mask_indptr [bs+1]: sglang's FULL layout (rows of P + n
-        columns; only the window's columns ``P .. P + n`` are read)
+        columns; only the window's columns ``P .. P + n`` are read); or None: the window is causal
+        (``causal=True``) or fully visible (``causal=False``)
+    sliding_window W (> 0, or -1 for none): sglang's rule, with ``P`` the listed context length
+        of the request: context key ``c`` visible to window row ``i`` only if ``P + i <= c + W``,
+        window key ``j`` only if ``i <= j + W``
     ->  o    [T, Hq, D]       written in place, q's dtype
 
 The semantics of :func:`.naive.tree_attention_reference`, with one more rule shared with sglang's
 ``extend_attention_fwd`` in causal mode: a query row block never reads window keys past its own
-last row (the window is topologically ordered: a node's ancestors come before it).
+last row (with a custom mask the window is topologically ordered: a node's ancestors come before
+it), so a custom mask is served only with ``causal=True``.
 
 A window of a few dozen queries against a long committed context leaves one program per
 (request, head) waiting on its serial loop over the context. Here the context of each request is
-cut into at most ``plan.splits`` ranges of at least ``plan.min_blocks`` key blocks, one program each (grid ``[bs * q_blocks, Hq, splits]``), each
-writing its normalised partial output and base-2 log-sum-exp into fp32 scratch; a second kernel
-(grid ``[bs * q_blocks, Hq]``) attends to the window's tree part and merges the partials. With one
-split a single kernel does both. The split count depends only on the shapes known when a CUDA
-graph is captured (batch size, window width, heads, SM count), never on the context length, so a
-captured graph stays valid for every length.
+cut into at most ``plan.splits`` ranges of at least ``plan.min_blocks`` key blocks, one program
+each (grid ``[bs * q_blocks, Hq, splits]``), each writing its normalised partial output and
+base-2 log-sum-exp into fp32 scratch; a second kernel (grid ``[bs * q_blocks, Hq]``) attends to
+the window's own part and merges the partials. With one split a single kernel does both. The
+split count depends only on the shapes known when a CUDA graph is captured (batch size, window
+width, heads, SM count), never on the context length, so a captured graph stays valid for every
+length. The same kernels serve the DFlash drafter's block (causal or full, sliding window).
 
 Numerics: bf16 / fp16 dots with fp32 accumulation (``input_precision="ieee"`` for fp32 inputs),
 softmax in base 2, masked scores at a finite -1e30 and masked weights forced to zero, so no NaN
@@ -102,9 +108,10 @@ def _softmax_step(m_i, l_i, acc, qk, allowed, v, PREC: tl.constexpr):
 
 @triton.jit
 def _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
-                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m,
-                  D: tl.constexpr, BLOCK_N: tl.constexpr, PREC: tl.constexpr):
-    """The committed context ``lo .. hi`` of one request (slots from ``KV_indices[kv0 + ..]``)."""
+                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P,
+                  D: tl.constexpr, BLOCK_N: tl.constexpr, PREC: tl.constexpr, WINDOW: tl.constexpr):
+    """The committed context ``lo .. hi`` of one request (slots from ``KV_indices[kv0 + ..]``; ``P``
+    keys in all, window rows ``offs_m``: the sliding-window rule when ``WINDOW > 0``)."""
     offs_d = tl.arange(0, D)
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
@@ -115,7 +122,10 @@ def _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, 
         qk = tl.dot(q, k, input_precision=PREC) * scale
         v = tl.load(V_buf + slot[:, None] * stride_vbs + hkv * stride_vbh + offs_d[None, :],
                     mask=mask_n[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, mask_m[:, None] & mask_n[None, :], v, PREC)
+        allowed = mask_m[:, None] & mask_n[None, :]
+        if WINDOW > 0:
+            allowed = allowed & ((P + offs_m[:, None]) <= (offs_n[None, :] + WINDOW))
+        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, allowed, v, PREC)
     return m_i, l_i, acc
 
 
@@ -152,7 +162,7 @@ def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid
                           stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
                           GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
-                          MIN_BLOCKS: tl.constexpr):
+                          MIN_BLOCKS: tl.constexpr, WINDOW: tl.constexpr):
     """Grid ``[bs * Q_BLOCKS, Hq, SPLITS]``: split ``s`` of one request's context for one head and
     row block -> normalised partial output and base-2 lse (-1e30 for an empty split)."""
     hq = tl.program_id(1)
@@ -172,7 +182,8 @@ def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
-                                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, D, BLOCK_N, PREC)
+                                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P, D, BLOCK_N, PREC,
+                                  WINDOW)
     has = l_i > 0
     l_safe = tl.where(has, l_i, 1.0)
     lse = tl.where(has, m_i + tl.log2(l_safe), -1.0e30)
@@ -189,40 +200,50 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
                        stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
                        GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
-                       MIN_BLOCKS: tl.constexpr):
-    """Grid ``[bs * Q_BLOCKS, Hq]``: the window's tree part of one request, head and row block,
-    then the context: merged from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
+                       MIN_BLOCKS: tl.constexpr, WINDOW: tl.constexpr, MASK_MODE: tl.constexpr):
+    """Grid ``[bs * Q_BLOCKS, Hq]``: the window's own part of one request, head and row block
+    (``MASK_MODE`` 0: the custom mask, 1: causal, 2: every window key), then the context: merged
+    from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
     hq = tl.program_id(1)
     b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q = _row_block(Q, QO_indptr, KV_indptr, tl.program_id(0), hq,
                                                                   stride_qt, stride_qh, Q_BLOCKS, BLOCK_M, D)
     if qb * BLOCK_M >= q_len:
         return
     hkv = hq // GROUP
-    mask0 = tl.load(Mask_indptr + b).to(tl.int64)
-    row_len = (P + q_len).to(tl.int64)
     offs_d = tl.arange(0, D)
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
-    end = tl.minimum(q_len, (qb + 1) * BLOCK_M)  # no ancestor after the block's last row
+    if MASK_MODE == 2:
+        end = q_len
+    else:
+        end = tl.minimum(q_len, (qb + 1) * BLOCK_M)  # no ancestor after the block's last row
     for start in range(0, end, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         mask_n = offs_n < end
         keys = (q0 + offs_n).to(tl.int64)
         k = tl.load(K_tree + keys[None, :] * stride_kt + hkv * stride_kh + offs_d[:, None], mask=mask_n[None, :], other=0.0)
         qk = tl.dot(q, k, input_precision=PREC) * scale
-        inside = mask_m[:, None] & mask_n[None, :]
-        bits = tl.load(Mask + mask0 + offs_m[:, None].to(tl.int64) * row_len + P + offs_n[None, :],
-                       mask=inside, other=0)
+        allowed = mask_m[:, None] & mask_n[None, :]
+        if MASK_MODE == 0:
+            mask0 = tl.load(Mask_indptr + b).to(tl.int64)
+            bits = tl.load(Mask + mask0 + offs_m[:, None].to(tl.int64) * (P + q_len).to(tl.int64) + P
+                           + offs_n[None, :], mask=allowed, other=0)
+            allowed = allowed & (bits != 0)
+        elif MASK_MODE == 1:
+            allowed = allowed & (offs_m[:, None] >= offs_n[None, :])
+        if WINDOW > 0:
+            allowed = allowed & (offs_m[:, None] <= offs_n[None, :] + WINDOW)
         v = tl.load(V_tree + keys[:, None] * stride_vt + hkv * stride_vh + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, inside & (bits != 0), v, PREC)
+        m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, allowed, v, PREC)
     if SPLITS == 1:
         m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, 0, P, hkv, scale,
-                                      stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, D, BLOCK_N, PREC)
+                                      stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P, D, BLOCK_N,
+                                      PREC, WINDOW)
     else:
         for s in range(0, tl.cdiv(P, _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS))):
             lse = tl.load(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, mask=mask_m, other=-1.0e30)
-            # (every active split holds at least one key: its lse is finite)
+            # (an active split whose keys the sliding window hides has lse -1e30: weight 0)
             part = tl.load(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
                            mask=mask_m[:, None], other=0.0)
             m_new = tl.maximum(m_i, lse)
@@ -251,15 +272,22 @@ def _device_facts(device: torch.device):
 
 def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tensor, o: torch.Tensor,
                        k_buffer: torch.Tensor, v_buffer: torch.Tensor, qo_indptr: torch.Tensor,
-                       kv_indptr: torch.Tensor, kv_indices: torch.Tensor, custom_mask: torch.Tensor,
-                       mask_indptr: torch.Tensor, max_q_len: int, sm_scale: float,
-                       plan: SplitPlan = None) -> SplitPlan:
-    """Writes ``o`` (see the module docstring for the shapes); ``max_q_len``: the largest window
-    (a host int, the same every replay of a captured graph). Returns the launch shape used.
-    Raises ValueError where :func:`supports` is false."""
+                       kv_indptr: torch.Tensor, kv_indices: torch.Tensor, custom_mask, mask_indptr,
+                       max_q_len: int, sm_scale: float, plan: SplitPlan = None, causal: bool = True,
+                       sliding_window: int = -1) -> SplitPlan:
+    """Writes ``o`` (see the module docstring for the shapes and the masks); ``max_q_len``: the
+    largest window (a host int, the same every replay of a captured graph). Returns the launch
+    shape used. Raises ValueError where :func:`supports` is false and for a custom mask with
+    ``causal=False``."""
     if not supports(q, k_buffer, v_buffer, k_tree) or v_tree.shape != k_tree.shape or o.shape != q.shape:
         raise ValueError(f"tree attention: unsupported shapes or dtypes q {tuple(q.shape)} {q.dtype}, "
                          f"k_buffer {tuple(k_buffer.shape)} {k_buffer.dtype}, k_tree {tuple(k_tree.shape)}")
+    if custom_mask is not None and not causal:
+        raise ValueError("tree attention: a custom mask is served only with causal=True (topological windows)")
+    mask_mode = 0 if custom_mask is not None else (1 if causal else 2)
+    window = int(sliding_window) if sliding_window is not None and sliding_window > 0 else 0
+    if custom_mask is None:
+        custom_mask = mask_indptr = qo_indptr  # never read
     bs = qo_indptr.shape[0] - 1
     T, Hq, D = q.shape
     group = Hq // k_buffer.shape[1]
@@ -276,7 +304,8 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
             q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
             mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
             GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
-            D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, num_warps=plan.num_warps, num_stages=plan.num_stages)
+            D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, WINDOW=window, num_warps=plan.num_warps,
+            num_stages=plan.num_stages)
     else:
         mid_o = mid_l = q.new_empty(1, 1, 1, 1, dtype=torch.float32)
     _tree_merge_kernel[(bs * plan.q_blocks, Hq)](
@@ -286,5 +315,6 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
         o.stride(0), o.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
-        D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, num_warps=plan.num_warps, num_stages=plan.num_stages)
+        D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, WINDOW=window, MASK_MODE=mask_mode, num_warps=plan.num_warps,
+        num_stages=plan.num_stages)
     return plan
