@@ -4,6 +4,9 @@
 CUDA graph of ``--layers`` launches (one per attention layer) and replayed; rows are microseconds
 per launch (median of ``--reps`` replays), the max abs difference between the two outputs, and both
 kernels' max abs error against the float64 reference at the smallest batch of each shape.
+``--min-blocks`` times the split kernel once per minimum range length (``split_us_min<m>``;
+``split_us`` is the first). ``--drafter``: the DFlash drafter's block instead (32 / 8 heads of 128,
+no mask, causal with a 2048-token sliding window, ``--window 16``).
 
     python3 benchmark/ddtree/bench_tree_attention.py --out tree_attention.json
 """
@@ -22,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 
-def inputs(bs, n, ctx, hq=24, hkv=4, d=256, seed=0):
+def inputs(bs, n, ctx, hq=24, hkv=4, d=256, seed=0, drafter=False):
     """A verify batch: ``bs`` windows of ``n`` tokens (random ancestor masks) over ``ctx`` committed
     tokens each, slots scattered over the pool."""
     g = torch.Generator().manual_seed(seed)
@@ -40,15 +43,22 @@ def inputs(bs, n, ctx, hq=24, hkv=4, d=256, seed=0):
     def rnd(*shape):
         return torch.randn(*shape, generator=gd, device=dev, dtype=torch.float32).to(dt)
 
+    if drafter:
+        hq, hkv, d = 32, 8, 128
     return dict(
+        drafter=drafter,
         q=rnd(T, hq, d), k_tree=rnd(T, hkv, d), v_tree=rnd(T, hkv, d),
         k_buffer=rnd(slots, hkv, d), v_buffer=rnd(slots, hkv, d),
         qo_indptr=torch.arange(0, T + 1, n, dtype=torch.int32, device=dev),
         kv_indptr=torch.arange(0, bs * ctx + 1, ctx, dtype=torch.int32, device=dev),
         kv_indices=torch.randperm(slots, generator=gd, device=dev)[: bs * ctx].to(torch.int64),
-        custom_mask=row.repeat(bs).to(dev),
-        mask_indptr=torch.arange(0, bs * n * (ctx + n) + 1, n * (ctx + n), dtype=torch.int64, device=dev),
+        custom_mask=None if drafter else row.repeat(bs).to(dev),
+        mask_indptr=None if drafter else torch.arange(0, bs * n * (ctx + n) + 1, n * (ctx + n), dtype=torch.int64,
+                                                      device=dev),
     )
+
+
+DRAFT_WINDOW = 2048  # the drafter's sliding window (its causal layers)
 
 
 def run_upstream(t, o, n):
@@ -56,15 +66,18 @@ def run_upstream(t, o, n):
 
     extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                          t["kv_indptr"], t["kv_indices"], t["custom_mask"], True, t["mask_indptr"], n, 1.0, 1.0,
-                         t["q"].shape[-1] ** -0.5)
+                         t["q"].shape[-1] ** -0.5, sliding_window_size=DRAFT_WINDOW if t["drafter"] else -1)
 
 
-def run_split(t, o, n):
-    from sglang_ddtree.kernels.tree_attention import tree_attention_fwd
+def run_split(t, o, n, min_blocks=None):
+    from sglang_ddtree.kernels.tree_attention import split_plan, tree_attention_fwd
 
+    T, hq, d = t["q"].shape
+    plan = split_plan(t["qo_indptr"].shape[0] - 1, n, hq, d, torch.cuda.get_device_properties(0).multi_processor_count,
+                      torch.cuda.get_device_capability(0), min_blocks=min_blocks)
     tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
-                       t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], n,
-                       t["q"].shape[-1] ** -0.5)
+                       t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], n, d ** -0.5, plan=plan,
+                       sliding_window=DRAFT_WINDOW if t["drafter"] else -1)
 
 
 def graph_us(fn, t, o, n, layers, reps):
@@ -96,8 +109,11 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, nargs="+", default=[544, 2048, 8192])
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--min-blocks", type=int, nargs="+", default=[None])
+    ap.add_argument("--drafter", action="store_true")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
+    import functools
     from sglang_ddtree.kernels.tree_attention import tree_attention_reference
 
     rows = []
@@ -106,11 +122,14 @@ def main() -> int:
             for bs in a.bs:
                 if bs * n * (ctx + n) > 2**31 or bs * ctx > 2_000_000:
                     continue
-                t = inputs(bs, n, ctx)
+                t = inputs(bs, n, ctx, drafter=a.drafter)
                 o_up, o_sp = torch.empty_like(t["q"]), torch.empty_like(t["q"])
-                row = dict(bs=bs, window=n, ctx=ctx,
-                           upstream_us=round(graph_us(run_upstream, t, o_up, n, a.layers, a.reps), 2),
-                           split_us=round(graph_us(run_split, t, o_sp, n, a.layers, a.reps), 2))
+                row = dict(bs=bs, window=n, ctx=ctx, drafter=a.drafter,
+                           upstream_us=round(graph_us(run_upstream, t, o_up, n, a.layers, a.reps), 2))
+                for mb in reversed(a.min_blocks):  # the first variant last: its output is compared
+                    us = round(graph_us(functools.partial(run_split, min_blocks=mb), t, o_sp, n, a.layers, a.reps), 2)
+                    row[f"split_us_min{mb}" if mb else "split_us_default"] = us
+                    row["split_us"] = us
                 row["speedup"] = round(row["upstream_us"] / row["split_us"], 2)
                 row["max_abs_diff"] = float((o_up.float() - o_sp.float()).abs().max())
                 row["nan"] = bool(torch.isnan(o_sp).any() or torch.isnan(o_up).any())
@@ -118,7 +137,8 @@ def main() -> int:
                     ref = tree_attention_reference(*(t[k] for k in ("q", "k_tree", "v_tree", "k_buffer", "v_buffer",
                                                                     "qo_indptr", "kv_indptr", "kv_indices",
                                                                     "custom_mask", "mask_indptr")),
-                                                   t["q"].shape[-1] ** -0.5)
+                                                   t["q"].shape[-1] ** -0.5,
+                                                   sliding_window=DRAFT_WINDOW if a.drafter else -1)
                     row["split_err"] = float((o_sp.double() - ref).abs().max())
                     row["upstream_err"] = float((o_up.double() - ref).abs().max())
                 print(json.dumps(row), flush=True)

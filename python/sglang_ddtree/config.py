@@ -71,6 +71,10 @@ PREBUILT_DIR = _declare(
     "installed package); the extension is JIT-built from the packaged sources when none matches.")
 
 # ----------------------------------------------------------------------------- developer
+TREE_ATTN_MIN_BLOCKS = _declare(
+    "SGLANG_DDTREE_TREE_ATTN_MIN_BLOCKS", "developer", "int", 0,
+    "Key blocks per context range of the split-KV tree attention at least (0: the kernel's default); "
+    "for comparing launch shapes in benchmarks.")
 WY_CHECK = _declare(
     "SGLANG_DDTREE_WY_CHECK", "developer", "bool", False,
     "Every tree GatedDeltaNet verify also runs sglang's per-node verify on the same inputs and logs "

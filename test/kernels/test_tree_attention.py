@@ -160,6 +160,24 @@ def test_the_check_sees_the_window_and_the_causal_rule():
     assert _rel_err(o, _ref(t, True)) > 100 * TOL[torch.float32]
 
 
+@kernels_here
+@pytest.mark.parametrize("splits", [1, 4])
+def test_rows_past_the_last_window_are_left_alone(splits):
+    """A captured graph's padded batch: q holds more rows than the windows; those rows of o keep
+    what they held."""
+    t = _case([9, 17], [30, 70], 2, 1, 16, torch.float32, seed=11)
+    pad = 5
+    for k in ("q", "k_tree", "v_tree"):
+        t[k] = torch.cat([t[k], torch.randn(pad, *t[k].shape[1:], device=t[k].device)])
+    o = torch.full_like(t["q"], 7.0)
+    auto = split_plan(2, 17, 2, 16, sm_count=16)
+    tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
+                       t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], 17, 16 ** -0.5,
+                       plan=SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, 1))
+    assert bool((o[-pad:] == 7.0).all())
+    assert _rel_err(o[:-pad], _ref(t)[:-pad]) < TOL[torch.float32]
+
+
 def test_custom_mask_needs_causal():
     t = _case([4], [5], 1, 1, 16, torch.float32, seed=2)
     with pytest.raises(ValueError, match="causal=True"):

@@ -20,10 +20,10 @@ it), so a custom mask is served only with ``causal=True``.
 A window of a few dozen queries against a long committed context leaves one program per
 (request, head) waiting on its serial loop over the context. Here the context of each request is
 cut into at most ``plan.splits`` ranges of at least ``plan.min_blocks`` key blocks, one program
-each (grid ``[bs * q_blocks, Hq, splits]``), each writing its normalised partial output and
-base-2 log-sum-exp into fp32 scratch; a second kernel (grid ``[bs * q_blocks, Hq]``) attends to
-the window's own part and merges the partials. With one split a single kernel does both. The
-split count depends only on the shapes known when a CUDA graph is captured (batch size, window
+each, and one more program attends to the window's own keys (grid ``[bs * q_blocks, Hq, splits +
+1]``); each writes its normalised partial output and base-2 log-sum-exp into fp32 scratch, and a
+second kernel combines them, one program per (window row, head, 64 output columns). With one
+split a single kernel does everything. The split count depends only on the shapes known when a CUDA graph is captured (batch size, window
 width, heads, SM count), never on the context length, so a captured graph stays valid for every
 length. The same kernels serve the DFlash drafter's block (causal or full, sliding window).
 
@@ -40,9 +40,12 @@ import torch
 import triton
 import triton.language as tl
 
+from ...config import TREE_ATTN_MIN_BLOCKS
+
 _NEG = -1.0e30
 _LOG2E = 1.4426950408889634
 MAX_SPLITS = 32
+MIN_BLOCKS = 2  # key blocks per context range at least
 _WAVES = 8  # programs per SM the split count aims for
 
 
@@ -58,22 +61,27 @@ class SplitPlan:
     splits: int
     num_warps: int
     num_stages: int
-    min_blocks: int = 4
+    min_blocks: int = MIN_BLOCKS
 
 
 def split_plan(bs: int, max_q_len: int, num_q_heads: int, head_dim: int, sm_count: int,
-               capability: tuple = (9, 0)) -> SplitPlan:
+               capability: tuple = (9, 0), min_blocks: int = None) -> SplitPlan:
     """The launch shape for ``bs`` requests of at most ``max_q_len`` window tokens: enough
     (request, head, row block, split) programs for ``_WAVES`` per SM, at most ``MAX_SPLITS``
-    splits. ``capability`` (major, minor): sm_120 parts have ~100 KB of shared memory per block,
-    so they get one pipeline stage."""
+    splits, each of at least ``min_blocks`` key blocks (default: ``SGLANG_DDTREE_TREE_ATTN_MIN_BLOCKS``
+    when set, else ``MIN_BLOCKS``). ``capability`` (major, minor): sm_120 parts have ~100 KB of
+    shared memory per block, so they get one pipeline stage."""
     block_m = 16 if max_q_len <= 16 else 32
     q_blocks = triton.cdiv(max(max_q_len, 1), block_m)
     base = max(bs * q_blocks * num_q_heads, 1)
     splits = max(1, min(MAX_SPLITS, (_WAVES * sm_count) // base))
     block_n = 64 if head_dim <= 128 else 32
     stages = 1 if capability[0] == 12 else 2
-    return SplitPlan(block_m, block_n, q_blocks, splits, 4, stages)
+    if min_blocks is None:
+        min_blocks = TREE_ATTN_MIN_BLOCKS.get() or MIN_BLOCKS
+    if min_blocks < 1:
+        raise ValueError(f"tree attention: min_blocks must be at least 1, got {min_blocks}")
+    return SplitPlan(block_m, block_n, q_blocks, splits, 4, stages, min_blocks)
 
 
 def supports(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, k_tree: torch.Tensor) -> bool:
@@ -137,11 +145,9 @@ def _split_len(P, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, MIN_BLOCKS: tl.co
 
 
 @triton.jit
-def _row_block(Q, QO_indptr, KV_indptr, pid, hq, stride_qt, stride_qh, Q_BLOCKS: tl.constexpr,
-               BLOCK_M: tl.constexpr, D: tl.constexpr):
-    """Program ``pid``'s request ``b`` and row block ``qb``: the window's first row and length, the context's
-    first index and length, the block's window rows (offsets, mask, token rows) and its queries
-    of head ``hq`` ``[BLOCK_M, D]`` (zeros past the window; nothing read for an empty block)."""
+def _row_block(QO_indptr, KV_indptr, pid, Q_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Program ``pid``'s request ``b`` and row block ``qb``: the window's first row and length, the
+    context's first index and length, the block's window rows (offsets, mask, token rows)."""
     b = pid // Q_BLOCKS
     qb = pid % Q_BLOCKS
     q0 = tl.load(QO_indptr + b)
@@ -151,69 +157,23 @@ def _row_block(Q, QO_indptr, KV_indptr, pid, hq, stride_qt, stride_qh, Q_BLOCKS:
     offs_m = qb * BLOCK_M + tl.arange(0, BLOCK_M)
     mask_m = offs_m < q_len
     rows = (q0 + offs_m).to(tl.int64)
-    q = tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + tl.arange(0, D)[None, :], mask=mask_m[:, None],
-                other=0.0)
-    return b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q
+    return b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows
 
 
 @triton.jit
-def _context_split_kernel(Q, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mid_O, Mid_L, scale,
-                          stride_qt, stride_qh, stride_kbs, stride_kbh, stride_vbs, stride_vbh,
-                          stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
-                          GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
-                          MIN_BLOCKS: tl.constexpr, WINDOW: tl.constexpr):
-    """Grid ``[bs * Q_BLOCKS, Hq, SPLITS]``: split ``s`` of one request's context for one head and
-    row block -> normalised partial output and base-2 lse (-1e30 for an empty split)."""
-    hq = tl.program_id(1)
-    s = tl.program_id(2)
-    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q = _row_block(Q, QO_indptr, KV_indptr, tl.program_id(0), hq,
-                                                                  stride_qt, stride_qh, Q_BLOCKS, BLOCK_M, D)
-    if qb * BLOCK_M >= q_len:
-        return
-    hkv = hq // GROUP
-    offs_d = tl.arange(0, D)
-    per = _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS)
-    lo = s * per
-    if lo >= P:  # past the active splits: the merge does not read this one
-        return
-    hi = tl.minimum(lo + per, P)
-    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
-    m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
-                                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P, D, BLOCK_N, PREC,
-                                  WINDOW)
-    has = l_i > 0
-    l_safe = tl.where(has, l_i, 1.0)
-    lse = tl.where(has, m_i + tl.log2(l_safe), -1.0e30)
-    tl.store(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
-             acc / l_safe[:, None], mask=mask_m[:, None])
-    tl.store(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, lse, mask=mask_m)
+def _load_q(Q, rows, mask_m, hq, stride_qt, stride_qh, D: tl.constexpr):
+    """The block's queries of head ``hq`` ``[BLOCK_M, D]`` (zeros past the window)."""
+    return tl.load(Q + rows[:, None] * stride_qt + hq * stride_qh + tl.arange(0, D)[None, :], mask=mask_m[:, None],
+                   other=0.0)
 
 
 @triton.jit
-def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices, QO_indptr, Mask, Mask_indptr,
-                       Mid_O, Mid_L, scale,
-                       stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-                       stride_kbs, stride_kbh, stride_vbs, stride_vbh,
-                       stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
-                       GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
-                       MIN_BLOCKS: tl.constexpr, WINDOW: tl.constexpr, MASK_MODE: tl.constexpr):
-    """Grid ``[bs * Q_BLOCKS, Hq]``: the window's own part of one request, head and row block
-    (``MASK_MODE`` 0: the custom mask, 1: causal, 2: every window key), then the context: merged
-    from the ``SPLITS`` partials, or (``SPLITS == 1``) attended here."""
-    hq = tl.program_id(1)
-    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows, q = _row_block(Q, QO_indptr, KV_indptr, tl.program_id(0), hq,
-                                                                  stride_qt, stride_qh, Q_BLOCKS, BLOCK_M, D)
-    if qb * BLOCK_M >= q_len:
-        return
-    hkv = hq // GROUP
+def _window_loop(q, m_i, l_i, acc, K_tree, V_tree, Mask, Mask_indptr, b, q0, q_len, P, qb, offs_m, mask_m, hkv, scale,
+                 stride_kt, stride_kh, stride_vt, stride_vh, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, PREC: tl.constexpr, WINDOW: tl.constexpr, MASK_MODE: tl.constexpr):
+    """The window's own keys for row block ``qb`` of request ``b`` (``MASK_MODE`` 0: the custom
+    mask, 1: causal, 2: every window key; the sliding-window rule when ``WINDOW > 0``)."""
     offs_d = tl.arange(0, D)
-    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
     if MASK_MODE == 2:
         end = q_len
     else:
@@ -236,23 +196,104 @@ def _tree_merge_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices
             allowed = allowed & (offs_m[:, None] <= offs_n[None, :] + WINDOW)
         v = tl.load(V_tree + keys[:, None] * stride_vt + hkv * stride_vh + offs_d[None, :], mask=mask_n[:, None], other=0.0)
         m_i, l_i, acc = _softmax_step(m_i, l_i, acc, qk, allowed, v, PREC)
-    if SPLITS == 1:
-        m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, 0, P, hkv, scale,
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _split_kernel(Q, K_tree, V_tree, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mask, Mask_indptr, Mid_O, Mid_L,
+                  scale, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                  stride_kbs, stride_kbh, stride_vbs, stride_vbh,
+                  stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
+                  GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, PREC: tl.constexpr,
+                  MIN_BLOCKS: tl.constexpr, WINDOW: tl.constexpr, MASK_MODE: tl.constexpr):
+    """Grid ``[bs * Q_BLOCKS, Hq, SPLITS + 1]``: part ``s`` of one request, head and row block ->
+    its normalised partial output and base-2 lse. Parts ``0 .. SPLITS-1``: ranges of the
+    committed context (a range past the context, or one the sliding window hides, has lse -1e30
+    and its output is not written); part ``SPLITS``: the window's own keys."""
+    hq = tl.program_id(1)
+    s = tl.program_id(2)
+    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows = _row_block(QO_indptr, KV_indptr, tl.program_id(0), Q_BLOCKS,
+                                                               BLOCK_M)
+    if qb * BLOCK_M >= q_len:
+        return
+    per = _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS)
+    if s < SPLITS and s * per >= P:  # a range past the context: nothing to read
+        tl.store(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, tl.full([BLOCK_M], -1.0e30, tl.float32),
+                 mask=mask_m)
+        return
+    q = _load_q(Q, rows, mask_m, hq, stride_qt, stride_qh, D)
+    hkv = hq // GROUP
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    if s == SPLITS:
+        m_i, l_i, acc = _window_loop(q, m_i, l_i, acc, K_tree, V_tree, Mask, Mask_indptr, b, q0, q_len, P, qb, offs_m,
+                                     mask_m, hkv, scale, stride_kt, stride_kh, stride_vt, stride_vh, D, BLOCK_M,
+                                     BLOCK_N, PREC, WINDOW, MASK_MODE)
+    else:
+        lo = s * per
+        hi = tl.minimum(lo + per, P)
+        m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, lo, hi, hkv, scale,
                                       stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P, D, BLOCK_N,
                                       PREC, WINDOW)
-    else:
-        for s in range(0, tl.cdiv(P, _split_len(P, SPLITS, BLOCK_N, MIN_BLOCKS))):
-            lse = tl.load(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, mask=mask_m, other=-1.0e30)
-            # (an active split whose keys the sliding window hides has lse -1e30: weight 0)
-            part = tl.load(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
-                           mask=mask_m[:, None], other=0.0)
-            m_new = tl.maximum(m_i, lse)
-            alpha = tl.exp2(m_i - m_new)
-            beta = tl.where(lse > -1.0e30, tl.exp2(lse - m_new), 0.0)
-            acc = acc * alpha[:, None] + part * beta[:, None]
-            l_i = l_i * alpha + beta
-            m_i = m_new
+    has = l_i > 0
+    l_safe = tl.where(has, l_i, 1.0)
+    tl.store(Mid_L + rows * stride_ml_t + hq * stride_ml_h + s, tl.where(has, m_i + tl.log2(l_safe), -1.0e30),
+             mask=mask_m)
+    offs_d = tl.arange(0, D)
+    tl.store(Mid_O + rows[:, None] * stride_mo_t + hq * stride_mo_h + s * stride_mo_s + offs_d[None, :],
+             acc / l_safe[:, None], mask=(mask_m & has)[:, None])
+
+
+@triton.jit
+def _combine_kernel(O, Mid_O, Mid_L, QO_indptr, bs, stride_ot, stride_oh, stride_mo_t, stride_mo_h, stride_mo_s,
+                    stride_ml_t, stride_ml_h, PARTS: tl.constexpr, PARTS_P2: tl.constexpr, DV: tl.constexpr):
+    """Grid ``[T, Hq, D // DV]``: one window row, head and ``DV`` columns of the output from the
+    ``PARTS`` partials (rows past the last window are left as they are)."""
+    t = tl.program_id(0)
+    hq = tl.program_id(1)
+    if t >= tl.load(QO_indptr + bs):
+        return
+    offs_s = tl.arange(0, PARTS_P2)
+    lse = tl.load(Mid_L + t * stride_ml_t + hq * stride_ml_h + offs_s, mask=offs_s < PARTS, other=-1.0e30)
+    live = lse > -1.0e29
+    m = tl.max(lse, 0)
+    w = tl.where(live, tl.exp2(lse - m), 0.0)
+    l = tl.sum(w, 0)
+    offs_d = tl.program_id(2) * DV + tl.arange(0, DV)
+    part = tl.load(Mid_O + t * stride_mo_t + hq * stride_mo_h + offs_s[:, None] * stride_mo_s + offs_d[None, :],
+                   mask=live[:, None], other=0.0)
+    out = tl.sum(part * w[:, None], 0) / tl.where(l > 0, l, 1.0)
+    tl.store(O + t * stride_ot + hq * stride_oh + offs_d, out.to(O.dtype.element_ty))
+
+
+@triton.jit
+def _single_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices, QO_indptr, Mask, Mask_indptr, scale,
+                   stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+                   stride_kbs, stride_kbh, stride_vbs, stride_vbh,
+                   GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   D: tl.constexpr, PREC: tl.constexpr, WINDOW: tl.constexpr, MASK_MODE: tl.constexpr):
+    """Grid ``[bs * Q_BLOCKS, Hq]`` (one split): the window's own keys, then the whole context,
+    of one request, head and row block, in one program."""
+    hq = tl.program_id(1)
+    b, qb, q0, q_len, kv0, P, offs_m, mask_m, rows = _row_block(QO_indptr, KV_indptr, tl.program_id(0), Q_BLOCKS,
+                                                               BLOCK_M)
+    if qb * BLOCK_M >= q_len:
+        return
+    q = _load_q(Q, rows, mask_m, hq, stride_qt, stride_qh, D)
+    hkv = hq // GROUP
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    m_i, l_i, acc = _window_loop(q, m_i, l_i, acc, K_tree, V_tree, Mask, Mask_indptr, b, q0, q_len, P, qb, offs_m,
+                                 mask_m, hkv, scale, stride_kt, stride_kh, stride_vt, stride_vh, D, BLOCK_M, BLOCK_N,
+                                 PREC, WINDOW, MASK_MODE)
+    m_i, l_i, acc = _context_loop(q, m_i, l_i, acc, K_buf, V_buf, KV_indices, kv0, 0, P, hkv, scale,
+                                  stride_kbs, stride_kbh, stride_vbs, stride_vbh, mask_m, offs_m, P, D, BLOCK_N,
+                                  PREC, WINDOW)
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    offs_d = tl.arange(0, D)
     tl.store(O + rows[:, None] * stride_ot + hq * stride_oh + offs_d[None, :], out.to(O.dtype.element_ty),
              mask=mask_m[:, None])
 
@@ -296,25 +337,27 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
         plan = split_plan(bs, max_q_len, Hq, D, sms, cap)
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
     scale = float(sm_scale) * _LOG2E
-    if plan.splits > 1:
-        mid_o = torch.empty(T, Hq, plan.splits, D, dtype=torch.float32, device=q.device)
-        mid_l = torch.empty(T, Hq, plan.splits, dtype=torch.float32, device=q.device)
-        _context_split_kernel[(bs * plan.q_blocks, Hq, plan.splits)](
-            q, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l, scale,
-            q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
-            mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-            GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
-            D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, WINDOW=window, num_warps=plan.num_warps,
-            num_stages=plan.num_stages)
-    else:
-        mid_o = mid_l = q.new_empty(1, 1, 1, 1, dtype=torch.float32)
-    _tree_merge_kernel[(bs * plan.q_blocks, Hq)](
-        q, k_tree, v_tree, o, k_buffer, v_buffer, kv_indptr, kv_indices, qo_indptr, custom_mask, mask_indptr,
-        mid_o, mid_l, scale,
-        q.stride(0), q.stride(1), k_tree.stride(0), k_tree.stride(1), v_tree.stride(0), v_tree.stride(1),
-        o.stride(0), o.stride(1), k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1),
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+    strides = (q.stride(0), q.stride(1), k_tree.stride(0), k_tree.stride(1), v_tree.stride(0), v_tree.stride(1))
+    pool = (k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1))
+    if plan.splits == 1:
+        _single_kernel[(bs * plan.q_blocks, Hq)](
+            q, k_tree, v_tree, o, k_buffer, v_buffer, kv_indptr, kv_indices, qo_indptr, custom_mask, mask_indptr,
+            scale, *strides, o.stride(0), o.stride(1), *pool,
+            GROUP=group, Q_BLOCKS=plan.q_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, D=D, PREC=prec,
+            WINDOW=window, MASK_MODE=mask_mode, num_warps=plan.num_warps, num_stages=plan.num_stages)
+        return plan
+    parts = plan.splits + 1  # the context ranges and the window's own part
+    mid_o = torch.empty(T, Hq, parts, D, dtype=torch.float32, device=q.device)
+    mid_l = torch.empty(T, Hq, parts, dtype=torch.float32, device=q.device)
+    mid = (mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
+    _split_kernel[(bs * plan.q_blocks, Hq, parts)](
+        q, k_tree, v_tree, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
+        mid_o, mid_l, scale, *strides, *pool, *mid,
         GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
         D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, WINDOW=window, MASK_MODE=mask_mode, num_warps=plan.num_warps,
         num_stages=plan.num_stages)
+    dv = min(D, 64)
+    _combine_kernel[(T, Hq, D // dv)](
+        o, mid_o, mid_l, qo_indptr, bs, o.stride(0), o.stride(1), *mid,
+        PARTS=parts, PARTS_P2=triton.next_power_of_2(parts), DV=dv, num_warps=1)
     return plan
