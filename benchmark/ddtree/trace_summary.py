@@ -57,11 +57,11 @@ def trace_kind(events: List[dict]) -> str:
 # Kernel families, by name (first match wins): what a per-phase table splits the device time into.
 CATEGORIES = (
     ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|gemv|splitk|matmul|sm90_|sm100_|sm120_", re.I)),
+    ("norm", re.compile(r"norm", re.I)),  # (before attention: flashinfer's norm kernels)
     ("attention", re.compile(r"_fwd_kernel|attn|attention|flash|flashinfer|decode_.*kernel|extend_.*kernel", re.I)),
     ("topk_sort", re.compile(r"topk|top_k|sort|radix", re.I)),
     ("gdn", re.compile(r"gdn|gated_delta|gating_delta|delta_rule|tree_conv|causal_conv|conv1d|fused_recurrent|"
                        r"chunk_|_tree_|commit|mamba_state", re.I)),
-    ("norm", re.compile(r"norm", re.I)),
     ("copy_elementwise", re.compile(r"copy|memcpy|memset|elementwise|vectorized|index|gather|scatter|cat|fill|"
                                     r"reduce|arange|where", re.I)),
 )

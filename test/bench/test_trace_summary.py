@@ -102,7 +102,9 @@ def test_kernels_are_summed_by_family(tmp_path):
     # sglang's own GatedDeltaNet verify and its state scatter (DFLASH's step)
     ("fused_sigmoid_gating_delta_rule_update_kernel", "gdn"), ("_fused_mamba_state_scatter_with_mask_kernel", "gdn"),
     ("_chunk_topk_kernel", "topk_sort"), ("_merge_topk_kernel", "topk_sort"),
-    ("fused_add_rmsnorm_kernel", "norm"), ("void at::native::vectorized_elementwise_kernel<4>", "copy_elementwise"),
+    ("fused_add_rmsnorm_kernel", "norm"),
+    ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "norm"),  # not attention
+    ("_tree_attn_split_kernel", "attention"), ("_tree_attn_combine_kernel", "attention"), ("void at::native::vectorized_elementwise_kernel<4>", "copy_elementwise"),
     ("Memcpy DtoD (Device -> Device)", "copy_elementwise"), ("some_new_kernel", "other"),
 ])
 def test_kernel_families_by_name(name, family):

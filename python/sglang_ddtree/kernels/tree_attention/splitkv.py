@@ -200,7 +200,7 @@ def _window_loop(q, m_i, l_i, acc, K_tree, V_tree, Mask, Mask_indptr, b, q0, q_l
 
 
 @triton.jit
-def _split_kernel(Q, K_tree, V_tree, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mask, Mask_indptr, Mid_O, Mid_L,
+def _tree_attn_split_kernel(Q, K_tree, V_tree, K_buf, V_buf, QO_indptr, KV_indptr, KV_indices, Mask, Mask_indptr, Mid_O, Mid_L,
                   scale, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                   stride_kbs, stride_kbh, stride_vbs, stride_vbh,
                   stride_mo_t, stride_mo_h, stride_mo_s, stride_ml_t, stride_ml_h,
@@ -247,7 +247,7 @@ def _split_kernel(Q, K_tree, V_tree, K_buf, V_buf, QO_indptr, KV_indptr, KV_indi
 
 
 @triton.jit
-def _combine_kernel(O, Mid_O, Mid_L, QO_indptr, bs, stride_ot, stride_oh, stride_mo_t, stride_mo_h, stride_mo_s,
+def _tree_attn_combine_kernel(O, Mid_O, Mid_L, QO_indptr, bs, stride_ot, stride_oh, stride_mo_t, stride_mo_h, stride_mo_s,
                     stride_ml_t, stride_ml_h, PARTS: tl.constexpr, PARTS_P2: tl.constexpr, DV: tl.constexpr):
     """Grid ``[T, Hq, D // DV]``: one window row, head and ``DV`` columns of the output from the
     ``PARTS`` partials (rows past the last window are left as they are)."""
@@ -269,7 +269,7 @@ def _combine_kernel(O, Mid_O, Mid_L, QO_indptr, bs, stride_ot, stride_oh, stride
 
 
 @triton.jit
-def _single_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices, QO_indptr, Mask, Mask_indptr, scale,
+def _tree_attn_single_kernel(Q, K_tree, V_tree, O, K_buf, V_buf, KV_indptr, KV_indices, QO_indptr, Mask, Mask_indptr, scale,
                    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
                    stride_kbs, stride_kbh, stride_vbs, stride_vbh,
                    GROUP: tl.constexpr, Q_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -340,7 +340,7 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
     strides = (q.stride(0), q.stride(1), k_tree.stride(0), k_tree.stride(1), v_tree.stride(0), v_tree.stride(1))
     pool = (k_buffer.stride(0), k_buffer.stride(1), v_buffer.stride(0), v_buffer.stride(1))
     if plan.splits == 1:
-        _single_kernel[(bs * plan.q_blocks, Hq)](
+        _tree_attn_single_kernel[(bs * plan.q_blocks, Hq)](
             q, k_tree, v_tree, o, k_buffer, v_buffer, kv_indptr, kv_indices, qo_indptr, custom_mask, mask_indptr,
             scale, *strides, o.stride(0), o.stride(1), *pool,
             GROUP=group, Q_BLOCKS=plan.q_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, D=D, PREC=prec,
@@ -350,14 +350,14 @@ def tree_attention_fwd(q: torch.Tensor, k_tree: torch.Tensor, v_tree: torch.Tens
     mid_o = torch.empty(T, Hq, parts, D, dtype=torch.float32, device=q.device)
     mid_l = torch.empty(T, Hq, parts, dtype=torch.float32, device=q.device)
     mid = (mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
-    _split_kernel[(bs * plan.q_blocks, Hq, parts)](
+    _tree_attn_split_kernel[(bs * plan.q_blocks, Hq, parts)](
         q, k_tree, v_tree, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
         mid_o, mid_l, scale, *strides, *pool, *mid,
         GROUP=group, Q_BLOCKS=plan.q_blocks, SPLITS=plan.splits, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n,
         D=D, PREC=prec, MIN_BLOCKS=plan.min_blocks, WINDOW=window, MASK_MODE=mask_mode, num_warps=plan.num_warps,
         num_stages=plan.num_stages)
     dv = min(D, 64)
-    _combine_kernel[(T, Hq, D // dv)](
+    _tree_attn_combine_kernel[(T, Hq, D // dv)](
         o, mid_o, mid_l, qo_indptr, bs, o.stride(0), o.stride(1), *mid,
         PARTS=parts, PARTS_P2=triton.next_power_of_2(parts), DV=dv, num_warps=1)
     return plan
