@@ -81,6 +81,16 @@ def test_tree_conv_and_commit_match_path_reference(n, flat):
     with pytest.raises(ValueError, match="x_out"):
         tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV),
                   x_out=copy[:, :4])
+    # Split into a GDN layer's q | k | v: three contiguous tensors holding the single output's
+    # column ranges exactly (16 and 8 channels: the ranges cut through a 64-channel tile).
+    parts = tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                      flat=flat, split=(16, 8))
+    assert [tuple(t.shape) for t in parts] == [(bs * n, 16), (bs * n, 8), (bs * n, C - 24)]
+    assert all(t.is_contiguous() for t in parts)
+    assert torch.equal(torch.cat(parts, dim=1), out)
+    with pytest.raises(ValueError, match="split"):
+        tree_conv(x.to(DEV), weight.to(DEV), bias.to(DEV), pool.to(DEV), slots.to(DEV), parents.to(DEV),
+                  split=(40, 20))
 
     P = 16
     accepted = torch.full((bs, P), -1, dtype=torch.int64)

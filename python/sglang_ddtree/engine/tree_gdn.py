@@ -160,13 +160,13 @@ class TreeGdnWorkspace:
         self.layers[li] = layer
         slots = linear_backend.forward_metadata.mamba_cache_indices[:bs]
         x, u_out, G_out = self._work_views(wb, bs, li, n_layers, mixed_qkv, hv, v_dim)
-        # The conv also copies its input into the workspace (the commit's x): one launch, not two.
-        y = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wb.parent[:bs], activation=True,
-                      x_out=x)
-        T = y.shape[0]
-        q, k, v = torch.split(y, [layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
-        o, _, _ = tree_gdn_verify(q.reshape(T, layer.num_q_heads, layer.head_q_dim),
-                                  k.reshape(T, layer.num_k_heads, k_dim), v.reshape(T, hv, v_dim),
+        # The conv also copies its input into the workspace (the commit's x), and writes q, k and
+        # v each contiguous (what the verify reads): one launch, no copies.
+        q, k, v = tree_conv(mixed_qkv, layer.conv_weights, layer.bias, conv_pool, slots, wb.parent[:bs],
+                            activation=True, x_out=x, split=(layer.q_dim, layer.k_dim))
+        T = q.shape[0]
+        o, _, _ = tree_gdn_verify(q.view(T, layer.num_q_heads, layer.head_q_dim),
+                                  k.view(T, layer.num_k_heads, k_dim), v.view(T, hv, v_dim),
                                   a, b, layer.A_log, layer.dt_bias, wb.anc[:bs], ssm_pool, slots,
                                   u_out=u_out, G_out=G_out, max_depth=self.max_depth)
         return o

@@ -27,14 +27,17 @@ from .heuristics import conv_flat
 @triton.jit
 def _tree_conv_kernel(
     x, w, bias, conv_state, state_idx, parent, out, x_copy,
-    T, N, C, s_x, s_slot, s_c, s_w,
+    T, N, C, s_x, s_slot, s_c, s_w, C1, C2,
     KW: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, BN: tl.constexpr, BC: tl.constexpr,
     PX: tl.constexpr, PS: tl.constexpr, FLAT: tl.constexpr = False, COPY_X: tl.constexpr = False,
+    SPLIT: tl.constexpr = False,
 ):
     """Grid (C tiles, node tiles, bs): BN nodes of one tree; FLAT: grid (C tiles, token tiles),
     BN tokens of the flattened ``[T = bs * N]`` batch, which may span trees (each row finds its
     tree and state slot), so a 17-node tree costs 17 rows instead of two 16-row tiles. ``x`` rows
-    ``s_x`` elements apart; COPY_X: each node's own input row also stored to ``x_copy`` ``[T, C]``."""
+    ``s_x`` elements apart; COPY_X: each node's own input row also stored to ``x_copy`` ``[T, C]``.
+    SPLIT: ``out`` holds three row-major blocks one after the other, channels ``[0, C1)`` as
+    ``[T, C1]``, ``[C1, C2)`` as ``[T, C2 - C1]`` and ``[C2, C)`` as ``[T, C - C2]``."""
     i_c = tl.program_id(0)
     o_c = i_c * BC + tl.arange(0, BC)
     m_c = o_c < C
@@ -81,8 +84,14 @@ def _tree_conv_kernel(
         cur = tl.where(in_tree, par, -1)
     if SILU:
         acc = acc / (1.0 + tl.exp(-acc))
-    tl.store(out + (tok0 + o_n)[:, None] * C + o_c[None, :],
-             round_to(acc, out.dtype.element_ty).to(out.dtype.element_ty), mask=m_n[:, None] & m_c[None, :])
+    row = (tok0 + o_n)[:, None]
+    col = o_c[None, :]
+    if SPLIT:
+        dst = tl.where(col < C1, row * C1 + col,
+                       tl.where(col < C2, T * C1 + row * (C2 - C1) + (col - C1), T * C2 + row * (C - C2) + (col - C2)))
+    else:
+        dst = row * C + col
+    tl.store(out + dst, round_to(acc, out.dtype.element_ty).to(out.dtype.element_ty), mask=m_n[:, None] & m_c[None, :])
 
 
 @triton.jit
@@ -126,13 +135,16 @@ def _tree_conv_commit_kernel(
 
 
 def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool = True,
-              block_n: int = 16, block_c: int = 64, flat=None, x_out=None):
+              block_n: int = 16, block_c: int = 64, flat=None, x_out=None, split=None):
     """Depthwise causal conv over each node's ancestor window, ``x [bs*N, C]`` (rows may be
     strided, the last dim contiguous) -> ``[bs*N, C]`` in x's dtype (SiLU with ``activation``);
     the conv state is only read. ``flat``: node tiles over the flattened batch (a tree of 17
     nodes costs 17 rows, not 32) instead of per tree; None: :func:`.heuristics.conv_flat`.
     ``x_out`` (``[bs*N, C]`` contiguous, x's dtype): also gets a copy of ``x`` (what the commit
-    reads later), written by the same launch."""
+    reads later), written by the same launch. ``split (C1, C2)`` channel counts: returns three
+    contiguous tensors instead, ``[bs*N, C1]``, ``[bs*N, C2]`` and ``[bs*N, C - C1 - C2]`` (a GDN
+    layer's q, k and v, which its verify reads contiguous), the same values as the columns of
+    the single output."""
     bs, N = parent.shape
     if flat is None:
         flat = conv_flat(bs)
@@ -143,6 +155,13 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
                               or not x_out.is_contiguous()):
         raise ValueError(f"tree_conv: x_out must be a contiguous {tuple(x.shape)} {x.dtype} tensor, got "
                          f"{tuple(x_out.shape)} {x_out.dtype}")
+    T = bs * N
+    if split is not None:
+        c1, c2 = int(split[0]), int(split[0]) + int(split[1])
+        if not (0 < c1 <= c2 <= C):
+            raise ValueError(f"tree_conv: split {tuple(split)} does not fit {C} channels")
+    else:
+        c1 = c2 = C
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if flat:
         grid = (triton.cdiv(C, block_c), triton.cdiv(bs * N, block_n))
@@ -151,11 +170,16 @@ def tree_conv(x, weight, bias, conv_state, state_idx, parent, activation: bool =
     _tree_conv_kernel[grid](
         x, weight.contiguous(), bias if bias is not None else weight, conv_state,
         state_idx.to(torch.int32).contiguous(), parent.to(torch.int32).contiguous(), out,
-        x_out if x_out is not None else out, bs * N, N, C, x.stride(0),
-        *conv_state.stride(), KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
-        FLAT=bool(flat), COPY_X=x_out is not None, **conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
+        x_out if x_out is not None else out, T, N, C, x.stride(0),
+        *conv_state.stride(), c1, c2, KW=KW, HAS_BIAS=bias is not None, SILU=activation, BN=block_n, BC=block_c,
+        FLAT=bool(flat), COPY_X=x_out is not None, SPLIT=split is not None,
+        **conv_product_dtypes(x.dtype, weight.dtype, conv_state.dtype),
     )
-    return out
+    if split is None:
+        return out
+    flat_out = out.view(-1)
+    return (flat_out[: T * c1].view(T, c1), flat_out[T * c1: T * c2].view(T, c2 - c1),
+            flat_out[T * c2:].view(T, C - c2))
 
 
 def tree_conv_commit(x, conv_state, state_idx, accepted, accept_len, block_c: int = 64, dst_idx=None) -> None:
