@@ -5,7 +5,7 @@ CUDA graph of ``--layers`` launches (one per attention layer) and replayed; rows
 per launch (median of ``--reps`` replays), the max abs difference between the two outputs, and both
 kernels' max abs error against the float64 reference at the smallest batch of each shape.
 ``--min-blocks`` times the split kernel once per minimum range length (``split_us_min<m>``;
-``split_us`` is the first). ``--drafter``: the DFlash drafter's block instead (32 / 8 heads of 128,
+``split_us`` is the first), ``--pack 0 1`` also with each KV head's group packed (``..._pack``). ``--drafter``: the DFlash drafter's block instead (32 / 8 heads of 128,
 no mask, causal with a 2048-token sliding window, ``--window 16``).
 
     python3 benchmark/ddtree/bench_tree_attention.py --out tree_attention.json
@@ -69,12 +69,13 @@ def run_upstream(t, o, n):
                          t["q"].shape[-1] ** -0.5, sliding_window_size=DRAFT_WINDOW if t["drafter"] else -1)
 
 
-def run_split(t, o, n, min_blocks=None):
+def run_split(t, o, n, min_blocks=None, pack=None):
     from sglang_ddtree.kernels.tree_attention import split_plan, tree_attention_fwd
 
     T, hq, d = t["q"].shape
     plan = split_plan(t["qo_indptr"].shape[0] - 1, n, hq, d, torch.cuda.get_device_properties(0).multi_processor_count,
-                      torch.cuda.get_device_capability(0), min_blocks=min_blocks)
+                      torch.cuda.get_device_capability(0), min_blocks=min_blocks, group=hq // t["k_buffer"].shape[1],
+                      pack_gqa=pack)
     tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                        t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], n, d ** -0.5, plan=plan,
                        sliding_window=DRAFT_WINDOW if t["drafter"] else -1)
@@ -110,6 +111,8 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--min-blocks", type=int, nargs="+", default=[None])
+    ap.add_argument("--pack", type=int, nargs="+", default=[0], choices=[0, 1],
+                    help="1: each KV head's q heads packed into one program (split_us..._pack)")
     ap.add_argument("--drafter", action="store_true")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
@@ -126,9 +129,11 @@ def main() -> int:
                 o_up, o_sp = torch.empty_like(t["q"]), torch.empty_like(t["q"])
                 row = dict(bs=bs, window=n, ctx=ctx, drafter=a.drafter,
                            upstream_us=round(graph_us(run_upstream, t, o_up, n, a.layers, a.reps), 2))
-                for mb in reversed(a.min_blocks):  # the first variant last: its output is compared
-                    us = round(graph_us(functools.partial(run_split, min_blocks=mb), t, o_sp, n, a.layers, a.reps), 2)
-                    row[f"split_us_min{mb}" if mb else "split_us_default"] = us
+                variants = [(mb, pk) for pk in a.pack for mb in a.min_blocks]
+                for mb, pk in reversed(variants):  # the first variant last: its output is compared
+                    us = round(graph_us(functools.partial(run_split, min_blocks=mb, pack=bool(pk)), t, o_sp, n,
+                                        a.layers, a.reps), 2)
+                    row[(f"split_us_min{mb}" if mb else "split_us_default") + ("_pack" if pk else "")] = us
                     row["split_us"] = us
                 row["speedup"] = round(row["upstream_us"] / row["split_us"], 2)
                 row["max_abs_diff"] = float((o_up.float() - o_sp.float()).abs().max())

@@ -75,6 +75,10 @@ TREE_ATTN_MIN_BLOCKS = _declare(
     "SGLANG_DDTREE_TREE_ATTN_MIN_BLOCKS", "developer", "int", 0,
     "Key blocks per context range of the split-KV tree attention at least (0: the kernel's default); "
     "for comparing launch shapes in benchmarks.")
+TREE_ATTN_PACK_GQA = _declare(
+    "SGLANG_DDTREE_TREE_ATTN_PACK_GQA", "developer", "bool", False,
+    "The split-KV tree attention packs each KV head's q heads into one program's rows (one pass over "
+    "the keys per group); off until measured faster.")
 WY_CHECK = _declare(
     "SGLANG_DDTREE_WY_CHECK", "developer", "bool", False,
     "Every tree GatedDeltaNet verify also runs sglang's per-node verify on the same inputs and logs "

@@ -8,7 +8,8 @@ interpreter's bf16 dots are wrong). The causal mask in
 place of the tree mask must fail the check (the check sees the tree). The DFlash drafter's
 block: no mask, causal or fully visible, with a sliding window that hides part of the context
 (ignoring the window must fail the check). On a GPU also against sglang's own
-extend_attention_fwd with the same mask, and in the drafter's modes."""
+extend_attention_fwd with the same mask, and in the drafter's modes; every kernel test runs with
+each q head in its own program and with each KV head's group packed into one program's rows."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
 from sglang_ddtree.kernels.tree_attention import split_plan, tree_attention_fwd, tree_attention_reference
-from sglang_ddtree.kernels.tree_attention.splitkv import SplitPlan
+from dataclasses import replace
+
+from sglang_ddtree.kernels.tree_attention.splitkv import SplitPlan  # noqa: F401
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -90,6 +93,15 @@ def _unmasked(t):
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
 
 
+def _plan(bs, max_q, hq, hkv, d, splits, min_blocks=1, pack=False):
+    """The automatic launch shape of these sizes (16 SMs, one stage) with ``splits`` forced."""
+    auto = split_plan(bs, max_q, hq, d, sm_count=16, group=hq // hkv, pack_gqa=pack)
+    return replace(auto, splits=splits, num_stages=1, min_blocks=min_blocks)
+
+
+PACK = pytest.mark.parametrize("pack", [False, True], ids=["per-head", "gqa-packed"])
+
+
 @kernels_here
 @pytest.mark.parametrize("q_lens,ctx_lens,hq,hkv,d,dtype,splits", [
     ([17], [45], 4, 2, 32, torch.float32, 1),                  # one kernel
@@ -99,14 +111,13 @@ TOL = {torch.float32: 2e-5, torch.bfloat16: 1e-2, torch.float16: 1e-2}
     ([17, 17], [64, 130], 4, 1, 64, torch.bfloat16, 4),
     ([12], [40], 2, 2, 32, torch.float16, 1),
 ])
-def test_equals_the_reference(q_lens, ctx_lens, hq, hkv, d, dtype, splits):
+@PACK
+def test_equals_the_reference(q_lens, ctx_lens, hq, hkv, d, dtype, splits, pack):
     if dtype == torch.bfloat16 and not HAS_CUDA:
         pytest.skip("Triton's interpreter gets bf16 dots wrong (16 x 16 x 16: off by ~1e10); bf16 runs on a GPU")
     t = _case(q_lens, ctx_lens, hq, hkv, d, dtype, seed=sum(q_lens) * 31 + splits)
-    auto = split_plan(len(q_lens), max(q_lens), hq, d, sm_count=16)
-    plan = SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1)
-    o, used = _run(t, plan)
-    assert used.splits == splits
+    o, used = _run(t, _plan(len(q_lens), max(q_lens), hq, hkv, d, splits, min_blocks=4, pack=pack))
+    assert used.splits == splits and used.pack_gqa == (pack and hq > hkv)
     assert _rel_err(o, _ref(t)) < TOL[dtype]
 
 
@@ -116,10 +127,10 @@ def test_equals_the_reference(q_lens, ctx_lens, hq, hkv, d, dtype, splits):
     ([300, 129], 8, 1),     # one key block per split: every split active, more than the blocks
     ([40, 1000], 32, 2),
 ])
-def test_active_splits_follow_the_context_length(ctx_lens, splits, min_blocks):
+@PACK
+def test_active_splits_follow_the_context_length(ctx_lens, splits, min_blocks, pack):
     t = _case([17] * len(ctx_lens), ctx_lens, 2, 1, 16, torch.float32, seed=sum(ctx_lens) + splits)
-    auto = split_plan(len(ctx_lens), 17, 2, 16, sm_count=16)
-    o, _ = _run(t, SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, min_blocks))
+    o, _ = _run(t, _plan(len(ctx_lens), 17, 2, 1, 16, splits, min_blocks, pack))
     assert _rel_err(o, _ref(t)) < TOL[torch.float32]
 
 
@@ -141,11 +152,10 @@ def test_the_check_sees_the_tree():
     ([16, 9], [100, 0], False, 40, 1),      # one kernel; an empty context
     ([40], [90], True, 20, 5),              # two row blocks; the window hides block keys too (i > j + 20)
 ])
-def test_drafter_modes_equal_the_reference(q_lens, ctx_lens, causal, window, splits):
+@PACK
+def test_drafter_modes_equal_the_reference(q_lens, ctx_lens, causal, window, splits, pack):
     t = _unmasked(_case(q_lens, ctx_lens, 4, 2, 32, torch.float32, seed=sum(ctx_lens) + 7 * splits))
-    auto = split_plan(len(q_lens), max(q_lens), 4, 32, sm_count=16)
-    o, _ = _run(t, SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, 1), causal=causal,
-                window=window)
+    o, _ = _run(t, _plan(len(q_lens), max(q_lens), 4, 2, 32, splits, 1, pack), causal=causal, window=window)
     assert _rel_err(o, _ref(t, causal, window)) < TOL[torch.float32]
 
 
@@ -162,18 +172,18 @@ def test_the_check_sees_the_window_and_the_causal_rule():
 
 @kernels_here
 @pytest.mark.parametrize("splits", [1, 4])
-def test_rows_past_the_last_window_are_left_alone(splits):
+@PACK
+def test_rows_past_the_last_window_are_left_alone(splits, pack):
     """A captured graph's padded batch: q holds more rows than the windows; those rows of o keep
     what they held."""
-    t = _case([9, 17], [30, 70], 2, 1, 16, torch.float32, seed=11)
+    t = _case([9, 17], [30, 70], 4, 2, 16, torch.float32, seed=11)
     pad = 5
     for k in ("q", "k_tree", "v_tree"):
         t[k] = torch.cat([t[k], torch.randn(pad, *t[k].shape[1:], device=t[k].device)])
     o = torch.full_like(t["q"], 7.0)
-    auto = split_plan(2, 17, 2, 16, sm_count=16)
     tree_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                        t["kv_indptr"], t["kv_indices"], t["custom_mask"], t["mask_indptr"], 17, 16 ** -0.5,
-                       plan=SplitPlan(auto.block_m, auto.block_n, auto.q_blocks, splits, 4, 1, 1))
+                       plan=_plan(2, 17, 4, 2, 16, splits, 1, pack))
     assert bool((o[-pad:] == 7.0).all())
     assert _rel_err(o[:-pad], _ref(t)[:-pad]) < TOL[torch.float32]
 
@@ -194,6 +204,14 @@ def test_split_plan_targets_waves_and_caps():
     assert split_plan(1, 65, 24, 256, 132).q_blocks == 3
     assert split_plan(1, 8, 1, 128, 10_000).splits == 32          # capped
     assert split_plan(1, 17, 24, 256, 188, (12, 0)).num_stages == 1  # sm_120: one stage
+    # GQA packing (the 27B target: 6 q heads per KV head): 17 x 6 = 102 rows in two 64-row
+    # blocks over 4 KV heads, eight warps for 64 rows of 256; the drafter's 16 x 4 rows in one block
+    packed = split_plan(1, 17, 24, 256, 132, group=6, pack_gqa=True)
+    assert (packed.block_m, packed.q_blocks, packed.num_warps, packed.pack_gqa) == (64, 2, 8, True)
+    assert packed.splits == 32 and split_plan(16, 17, 24, 256, 132, group=6, pack_gqa=True).splits == 8
+    drafter = split_plan(1, 16, 32, 128, 132, group=4, pack_gqa=True)
+    assert (drafter.block_m, drafter.q_blocks, drafter.num_warps) == (64, 1, 4)
+    assert not split_plan(1, 17, 4, 64, 132, group=1, pack_gqa=True).pack_gqa  # nothing to pack
 
 
 def test_reference_refuses_a_row_with_nothing_to_attend():
@@ -205,14 +223,17 @@ def test_reference_refuses_a_row_with_nothing_to_attend():
 
 @pytest.mark.skipif(not HAS_CUDA, reason="sglang's extend_attention_fwd is compiled for a GPU")
 @pytest.mark.parametrize("bs,n,ctx", [(1, 17, 545), (16, 17, 700), (2, 65, 2048)])
-def test_matches_sglang_extend_attention(bs, n, ctx):
+@PACK
+def test_matches_sglang_extend_attention(bs, n, ctx, pack):
     """Same inputs through sglang's extend_attention_fwd (custom mask, causal): both within bf16
     tolerance of the float64 reference, at Qwen3.6-27B's attention shape (24 / 4 heads of 256)."""
     from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 
     t = _case([n] * bs, [ctx] * bs, 24, 4, 256, torch.bfloat16, seed=bs * 7 + n)
     ref = _ref(t)
-    o, _ = _run(t)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    o, used = _run(t, split_plan(bs, n, 24, 256, sms, torch.cuda.get_device_capability(0), group=6, pack_gqa=pack))
+    assert used.pack_gqa == pack
     o_up = torch.full_like(t["q"], float("nan"))
     extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o_up, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                          t["kv_indptr"], t["kv_indices"], t["custom_mask"], True, t["mask_indptr"], n, 1.0, 1.0,
@@ -224,7 +245,8 @@ def test_matches_sglang_extend_attention(bs, n, ctx):
 @pytest.mark.skipif(not HAS_CUDA, reason="sglang's extend_attention_fwd is compiled for a GPU")
 @pytest.mark.parametrize("bs,ctx,causal,window", [(1, 545, True, 2048), (16, 700, False, -1), (4, 3000, True, 2048),
                                                   (2, 700, True, 300)])
-def test_matches_sglang_in_the_drafter_modes(bs, ctx, causal, window):
+@PACK
+def test_matches_sglang_in_the_drafter_modes(bs, ctx, causal, window, pack):
     """The DFlash drafter's attention (Qwen3.6-27B drafter: 32 / 8 heads of 128, a 16-token
     block, no mask, causal sliding layers and a full layer) through both kernels: both within
     bf16 tolerance of the float64 reference, the window binding in two of the cases."""
@@ -232,7 +254,9 @@ def test_matches_sglang_in_the_drafter_modes(bs, ctx, causal, window):
 
     t = _unmasked(_case([16] * bs, [ctx] * bs, 32, 8, 128, torch.bfloat16, seed=bs * 5 + ctx))
     ref = _ref(t, causal, window)
-    o, _ = _run(t, causal=causal, window=window)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    o, _ = _run(t, split_plan(bs, 16, 32, 128, sms, torch.cuda.get_device_capability(0), group=4, pack_gqa=pack),
+                causal=causal, window=window)
     o_up = torch.full_like(t["q"], float("nan"))
     extend_attention_fwd(t["q"], t["k_tree"], t["v_tree"], o_up, t["k_buffer"], t["v_buffer"], t["qo_indptr"],
                          t["kv_indptr"], t["kv_indices"], None, causal, None, 16, 1.0, 1.0, 128 ** -0.5,
