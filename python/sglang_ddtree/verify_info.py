@@ -13,7 +13,9 @@ A :class:`DDTreeVerifyInput` is a DFLASH verify input that carries a tree: ``tre
   auto, with DFLASH's logit adjustments;
 - :meth:`DDTreeVerifyInput.commit`: the KV window written path first into ``req_to_token``
   (``core.commit_plan``) and, on hybrid targets, the linear-attention state of the accepted path
-  written into the request's slots.
+  written into the request's slots;
+- :func:`output_logprobs`: the log-probabilities of the committed tokens (``return_logprob``),
+  from the verify logits of the path's nodes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Dict, Optional
 
 import torch
 
+from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
@@ -87,6 +90,7 @@ class DDTreeVerifyInput(DFlashVerifyInput):
             batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
         with verify_runtime(target_worker.model_runner, runtimes, width):
             forward_batch, _ = self.prepare_for_verify(batch, target_worker)
+            forward_batch.return_logprob = False  # the committed tokens' logprobs: output_logprobs
             batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu, seq_lens_sum
             with timer.phase("verify") if timer is not None else contextlib.nullcontext():
                 out = target_worker.forward_batch_generation(batch=None, forward_batch=forward_batch, is_verify=True,
@@ -196,3 +200,17 @@ def track_path_index(batch, prefix_lens: torch.Tensor, commit_lens: torch.Tensor
     ith = torch.clamp(new_lens // interval * interval - prefix_lens - 1, min=0).long()
     ok = crosses & (ith < commit_lens.long())
     return torch.where(ok, ith, torch.full_like(ith, -1))
+
+
+def output_logprobs(batch, logits_output, target: torch.Tensor, accepted: torch.Tensor) -> None:
+    """The log-probabilities of a step's committed tokens, for requests with ``return_logprob``:
+    ``target [bs, W]`` the target's token per verify position, ``accepted [bs, P]`` the path's
+    positions (root first, -1 padded). The committed token ``j`` of request ``b`` is
+    ``target[b, accepted[b, j]]``; its logprobs come from that position's verify logits (after
+    DFLASH's adjustments), as sglang's speculative v2 output computes them: greedy requests from
+    the logits, sampled ones at their temperature; top-``n`` and requested token ids too. Sets
+    ``logits_output.next_token_logprobs [bs, P]`` and the top / token-id lists, ``P`` entries
+    per request (those past a request's commit length are never read)."""
+    bs, W = target.shape
+    rows = accepted.long().clamp(min=0) + torch.arange(bs, device=accepted.device).unsqueeze(1) * W
+    compute_spec_v2_logprobs(batch, logits_output, target.reshape(-1), rows, accepted.shape[1] - 1)

@@ -28,7 +28,7 @@ from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_f
 from sglang.srt.distributed import get_tp_group
 from sglang.srt.environ import envs
 from sglang.srt.managers.utils import GenerationBatchResult
-from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode, compute_position
 from sglang.srt.runtime_context import get_exec
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -50,7 +50,7 @@ from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
-from .verify_info import DDTreeVerifyInput, prepare_state_tracking
+from .verify_info import DDTreeVerifyInput, output_logprobs, prepare_state_tracking
 
 logger = logging.getLogger(__name__)
 
@@ -176,10 +176,10 @@ class DDTreeWorker(DFlashWorkerV2):
     # ------------------------------------------------------------------ the decode step
 
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None) -> GenerationBatchResult:
-        if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
+        if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+            return self._prefill(batch, on_publish)
+        if batch.forward_mode.is_idle():
             return super().forward_batch_generation(batch, on_publish, grammar_barrier)
-        if getattr(batch, "return_logprob", False):
-            raise ValueError("DDTREE speculative decoding does not support return_logprob yet.")
         if batch.has_grammar:
             raise ValueError("DDTREE speculative decoding does not support structured output yet.")
         if batch.spec_info is None:
@@ -188,6 +188,34 @@ class DDTreeWorker(DFlashWorkerV2):
             with self.stats.sync_watch.watch():
                 return self._decode_step(batch, on_publish)
         return self._decode_step(batch, on_publish)
+
+    def _prefill(self, batch, on_publish) -> GenerationBatchResult:
+        """A target extend (prefill, or prefill chunks mixed into a decode batch): the target
+        forward capturing the DFlash layers' hidden states (and the logprobs the requests ask
+        for), those hidden states appended to the drafter's KV at the new tokens' slots, the
+        sampled token the next draft's root. DFLASH's prefill does the same but refuses
+        ``return_logprob``."""
+        out = self.target_worker.forward_batch_generation(batch, capture_hidden_mode=CaptureHiddenMode.FULL)
+        out.new_seq_lens = batch.seq_lens
+        if on_publish is not None:
+            on_publish(out.new_seq_lens)
+        hidden = out.logits_output.hidden_states
+        if hidden is None:
+            raise RuntimeError("DDTREE: the target's prefill returned no hidden states for the drafter (the "
+                               "target model has no DFlash layers to capture configured).")
+        if batch.extend_lens is None or batch.prefix_lens is None or batch.out_cache_loc is None:
+            raise RuntimeError("DDTREE: an extend batch without extend_lens / prefix_lens / out_cache_loc.")
+        new = out.next_token_ids
+        positions, _ = compute_position(
+            self.model_runner.server_args.attention_backend,
+            torch.tensor(batch.prefix_lens, dtype=torch.int32, device=new.device),
+            torch.tensor(batch.extend_lens, dtype=torch.int32, device=new.device), int(sum(batch.extend_lens)))
+        # Now, not later: the scheduler may insert the prompt into the radix cache on return.
+        self._append_target_hidden_to_draft_kv_by_loc(target_hidden=hidden, cache_loc=batch.out_cache_loc,
+                                                      positions=positions)
+        out.logits_output.hidden_states = None  # (not copied to the host under overlap)
+        out.next_draft_input = self._make_next_draft_input_prefill(bonus_tokens=new, seq_lens=batch.seq_lens)
+        return out
 
     def _decode_step(self, batch, on_publish) -> GenerationBatchResult:
         draft_input = batch.spec_info
@@ -230,6 +258,8 @@ class DDTreeWorker(DFlashWorkerV2):
         with timer.phase("accept"):
             target = self._target_tokens(logits_output.next_token_logits.view(bs, width, -1), batch)
             acc, plan = verify_to_commit(layout, target, L, window, fast=self._tree_cuda, move_kv=self._move_kv)
+            if batch.return_logprob:
+                output_logprobs(batch, logits_output, target, acc.accepted)
         if self.oracle_rate > 0 and self._oracle_rng.random() < self.oracle_rate:
             self._oracle_replay(batch, prefix_lens, root, acc, width)
         self.stats.record(acc.accept_len, tree.depth)

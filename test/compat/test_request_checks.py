@@ -72,3 +72,22 @@ def test_hook_adds_only_on_ddtree_servers(monkeypatch):
     # sglang's own refusal wins.
     monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(speculative_algorithm="DDTREE"))
     assert request_checks._validate(lambda req, o: "upstream says no", _req(regex="a+"), True) == "upstream says no"
+
+
+def test_logprobs_pass_on_ddtree_only(monkeypatch):
+    """sglang's own validator refuses return_logprob on DFlash-family servers; on a DDTREE server
+    it is asked without it (its other checks stand) and the request keeps asking for logprobs."""
+    import sglang.srt.runtime_context as rc
+    from sglang.srt.speculative.dflash_utils import validate_dflash_request
+
+    req = _req()
+    req.return_logprob, req.return_hidden_states = True, False
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(speculative_algorithm="DDTREE"))
+    assert request_checks._validate(validate_dflash_request, req, True) is None
+    assert req.return_logprob is True
+    req.return_hidden_states = True  # sglang's other refusal (hidden states under overlap) stands
+    assert "return_hidden_states" in request_checks._validate(validate_dflash_request, req, True)
+    assert req.return_logprob is True
+    req.return_hidden_states = False
+    monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(speculative_algorithm="DFLASH"))
+    assert "return_logprob" in request_checks._validate(validate_dflash_request, req, True)

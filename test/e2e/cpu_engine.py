@@ -65,6 +65,18 @@ def hf_greedy(model: str, prompt: tuple, max_new_tokens: int) -> List[int]:
     return out[0, len(prompt) :].tolist()
 
 
+def hf_logprobs(model: str, prompt, cont, temperature: float = 1.0):
+    """``[len(cont), vocab]`` float32 log-probabilities of Hugging Face transformers' next-token
+    distribution (at ``temperature``) before each token of ``cont`` (teacher forcing over
+    ``prompt + cont``)."""
+    import torch
+
+    ids = torch.tensor([list(prompt) + list(cont)])
+    with torch.no_grad():
+        logits = _hf_model(model)(ids).logits[0, len(prompt) - 1: len(prompt) + len(cont) - 1]
+    return torch.log_softmax(logits.float() / temperature, dim=-1)
+
+
 @functools.lru_cache(maxsize=None)
 def _hf_model(model: str):
     import torch

@@ -34,14 +34,16 @@ def _greedy(max_new, **kw):
 
 
 def _run(prompts_params, env=None, info_out=None, **spec):
-    """Start an engine, run each (prompts, sampling_params) batch, go idle, serve once more.
-    ``info_out``: a list that receives the engine's server info right after the batches."""
+    """Start an engine, run each (prompts, sampling_params[, generate kwargs]) batch, go idle,
+    serve once more. ``info_out``: a list that receives the engine's server info right after
+    the batches."""
     import sglang as sgl
 
     with patched_env(dict(STRICT, **(env or {}))):
         engine = sgl.Engine(**engine_kwargs(**spec))
     try:
-        results = [engine.generate(input_ids=p, sampling_params=sp) for p, sp in prompts_params]
+        results = [engine.generate(input_ids=b[0], sampling_params=b[1], **(b[2] if len(b) > 2 else {}))
+                   for b in prompts_params]
         if info_out is not None:
             info_out.append(engine.get_server_info())
         time.sleep(1.0)  # idle: the scheduler runs its memory invariant check
@@ -55,9 +57,21 @@ def _ids(outs):
     return [o["output_ids"] for o in outs]
 
 
+# Logprobs, per request: output logprobs with top-n, input logprobs from a start position, one
+# request without; then every request with chosen token ids (sglang 0.5.17 itself, without
+# speculation, dies on a prefill batch mixing requests with and without token_ids_logprob). The
+# continuation is the "mixed" batch's (the oracle knows it).
+LOGPROBS = dict(return_logprob=[True, True, False, True], top_logprobs_num=[3, 0, 0, 2],
+                logprob_start_len=[0, 2, -1, -1])
+TOKEN_IDS = dict(return_logprob=True, token_ids_logprob=[[5, 7], [11], [5], [3, 4, 9]])
+SAMPLED_T = 0.7
+SAMPLED = (PROMPTS[:2], dict(temperature=SAMPLED_T, max_new_tokens=20, sampling_seed=7), dict(return_logprob=True))
+
+
 @pytest.fixture(scope="module")
 def batches():
-    return {"mixed": (PROMPTS, _greedy(N)), "lens": (PROMPTS, [_greedy(n) for n in (N, 7, 22, 1)])}
+    return {"mixed": (PROMPTS, _greedy(N)), "lens": (PROMPTS, [_greedy(n) for n in (N, 7, 22, 1)]),
+            "logprobs": (PROMPTS, _greedy(N), LOGPROBS), "token_ids": (PROMPTS, _greedy(N), TOKEN_IDS)}
 
 
 # Follow-up prompts: each prompt extended by its first k decoded tokens, two cuts per prompt,
@@ -78,7 +92,7 @@ def reference(batches, tmp_path_factory):
     """No-speculation outputs, plus stop-token / stop-string batches derived from them."""
     from transformers import AutoTokenizer
 
-    base, after = _run([batches["mixed"], batches["lens"]])
+    base, after = _run([batches["mixed"], batches["lens"], batches["logprobs"], batches["token_ids"]])
     cont = _ids(base[0])
     tok = AutoTokenizer.from_pretrained(str(tiny_models.model_path("llama")))
     # Stops that land inside what DDTREE accepts in one step (positions 10 and 20).
@@ -98,7 +112,7 @@ def reference(batches, tmp_path_factory):
         }))
         files[mode] = str(f)
     return {
-        "mixed": cont, "lens": _ids(base[1]), "after": _ids(after),
+        "mixed": cont, "lens": _ids(base[1]), "after": _ids(after), "logprobs": base[2:4],
         "stop_ids": (stop_ids, _ids(stops[0])), "stop_str": (stop_str, _ids(stops[1])),
         "follow_ups": _ids(stops[2]),
         "oracle": files,
@@ -132,7 +146,8 @@ def first_child(batches, reference):
     ref = reference
     info = []
     runs, after = _run(
-        [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0], _follow_ups(ref["mixed"])],
+        [batches["mixed"], batches["lens"], ref["stop_ids"][0], ref["stop_str"][0], batches["logprobs"],
+         batches["token_ids"], _follow_ups(ref["mixed"])],
         env={"SGLANG_DDTREE_TEST_ORACLE": ref["oracle"]["first"]},
         # Every step re-checked by a sequential replay (--speculative-ddtree-oracle-rate 1):
         # full-depth paths, stops and finishing requests inside them; scratch KV freed (STRICT).
@@ -149,7 +164,7 @@ def test_oracle_first_child_accepts_full_paths_and_stays_lossless(first_child, r
     assert dd["oracle"]["steps"] == dd["steps"] and dd["oracle"]["skipped_steps"] == 0
     assert dd["oracle"]["checked_request_steps"] == dd["request_steps"] > 0
     assert dd["oracle"]["mismatched_request_steps"] == 0
-    mixed, lens, stop_ids, stop_str, _ = runs
+    mixed, lens, stop_ids, stop_str = runs[:4]
     assert _ids(mixed) == ref["mixed"]
     for o in mixed:  # every step accepted all 15 drafts (a full-depth path)
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2]
@@ -161,6 +176,49 @@ def test_oracle_first_child_accepts_full_paths_and_stays_lossless(first_child, r
     for stopped in (ref["stop_ids"][1], ref["stop_str"][1]):
         assert all(len(a) < len(b) for a, b in zip(stopped, ref["mixed"]))
     assert _ids(after) == ref["after"]
+
+
+LOGPROB_KEYS = ("output_token_logprobs", "output_top_logprobs", "output_token_ids_logprobs",
+                "input_token_logprobs", "input_top_logprobs", "input_token_ids_logprobs")
+
+
+def _logprob_entries(meta, key):
+    """``[(logprob, token id), ...]`` of one logprob field (flattened over top-n / id lists)."""
+    out = []
+    for pos in meta.get(key) or []:
+        for e in (pos if pos and isinstance(pos[0], (list, tuple)) else [pos]) if pos is not None else [None]:
+            out.append(None if e is None else (e[0], e[1]))
+    return out
+
+
+def test_logprobs_equal_no_speculation(first_child, reference):
+    """return_logprob, top_logprobs_num, token_ids_logprob and input logprobs from a start
+    position, per request in one batch, one request without: DDTREE (full 16-token paths a
+    step) returns what no speculation returns, token ids exactly, log-probabilities within
+    1e-4 (fp32: one 16-position verify forward against 16 one-token forwards)."""
+    runs = first_child[0]
+    for batch, asked, got, want in zip(("logprobs", "token_ids"), (LOGPROBS, TOKEN_IDS), runs[4:6],
+                                       reference["logprobs"]):
+        assert _ids(got) == _ids(want) == reference["mixed"], batch
+        flags = asked["return_logprob"]
+        for i, (g, w) in enumerate(zip(got, want)):
+            g, w = g["meta_info"], w["meta_info"]
+            assert g["spec_correct_drafts_histogram"] == [0] * 15 + [2], (batch, i)
+            if not (flags[i] if isinstance(flags, list) else flags):
+                assert all(not g.get(k) for k in LOGPROB_KEYS), (batch, i)
+                continue
+            assert len(g["output_token_logprobs"]) == N
+            for key in LOGPROB_KEYS:
+                ge, we = _logprob_entries(g, key), _logprob_entries(w, key)
+                assert [e and e[1] for e in ge] == [e and e[1] for e in we], (batch, i, key)
+                worst = max([abs(a[0] - b[0]) for a, b in zip(ge, we) if a and a[0] is not None] or [0.0])
+                assert worst < 1e-4, (batch, i, key, worst)
+    # the checks see something: top-3 of request 0 at every output position, the asked ids
+    lp, ids = runs[4], runs[5]
+    assert all(len(pos) == 3 for pos in lp[0]["meta_info"]["output_top_logprobs"])
+    assert len(lp[1]["meta_info"]["input_token_logprobs"]) == len(PROMPTS[1]) - 2
+    for o, asked in zip(ids, TOKEN_IDS["token_ids_logprob"]):
+        assert all([e[1] for e in pos] == asked for pos in o["meta_info"]["output_token_ids_logprobs"])
 
 
 def test_radix_cache_reuses_kv_committed_by_ddtree(first_child, reference):
@@ -220,14 +278,26 @@ def test_oracle_later_sibling_accepts_exactly_one_per_step(batches, reference, t
 
 
 def test_oracle_nowhere_accepts_nothing(batches, reference):
+    """No draft accepted; beside it, sampled requests asking for logprobs: each output logprob
+    is the target's log-softmax at the request's temperature at its token (Hugging Face, teacher
+    forcing over what DDTREE sampled), as sglang returns them without speculation."""
+    from cpu_engine import hf_logprobs
+
     runs, after = _run(
-        [batches["mixed"]], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["nowhere"]},
+        [batches["mixed"], SAMPLED], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["nowhere"]},
         **_ddtree(budget=8),
     )
     assert _ids(runs[0]) == reference["mixed"]
     for o in runs[0]:
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [32]
     assert _ids(after) == reference["after"]
+    for p, o in zip(SAMPLED[0], runs[1]):
+        ids = o["output_ids"]
+        got = [e[0] for e in o["meta_info"]["output_token_logprobs"]]
+        assert [e[1] for e in o["meta_info"]["output_token_logprobs"]] == ids and len(ids) == 20
+        ref = hf_logprobs("llama", p, ids, temperature=SAMPLED_T)
+        worst = max(abs(g - float(ref[i, t])) for i, (g, t) in enumerate(zip(got, ids)))
+        assert worst < 1e-3, worst
 
 
 @pytest.mark.parametrize("budget", [8, 32])

@@ -1,5 +1,5 @@
 """DDTREE through ``python -m sglang.launch_server`` on CPU: the OpenAI-compatible and native
-endpoints equal Hugging Face greedy output, an aborted streaming request fails alone (the
+endpoints equal Hugging Face greedy output (and its log-probabilities, where asked), an aborted streaming request fails alone (the
 server keeps serving, no KV leak under the strict idle memory check), and /server_info
 reports the average accept length of real acceptance (oracle drafter, full paths). Each test
 runs against a server with single-token KV pages and one with pages of 16 (the accepted path's
@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from cpu_engine import PROMPTS, cpu_server, hf_greedy
+from cpu_engine import PROMPTS, cpu_server, hf_greedy, hf_logprobs
 from sglang_ddtree.testing import tiny_models
 
 pytestmark = pytest.mark.e2e
@@ -99,6 +99,46 @@ def test_openai_chat_equals_hf(server):
     r.raise_for_status()
     want = hf_greedy("llama", tuple(ids), 20)
     assert r.json()["choices"][0]["message"]["content"] == tok.decode(want, skip_special_tokens=True)
+
+
+def test_openai_logprobs_equal_hf(server):
+    """Log-probabilities through the OpenAI endpoints (completions with ``logprobs``, chat with
+    ``logprobs`` / ``top_logprobs``) on a DDTREE server accepting full paths: within 1e-3 of
+    Hugging Face's float32 log-softmax at each generated position, top entries in its order."""
+    base, _, _ = server
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_models.model_path("llama")))
+    prompt = PROMPTS[0]
+    r = requests.post(base + "/v1/completions", json={"model": "tiny", "prompt": prompt, "max_tokens": N,
+                                                      "temperature": 0, "logprobs": 3}, timeout=120)
+    r.raise_for_status()
+    lp = r.json()["choices"][0]["logprobs"]
+    want = hf_greedy("llama", tuple(prompt), N)
+    ref = hf_logprobs("llama", prompt, want)
+    assert len(lp["token_logprobs"]) == len(want) == N
+    for i, (tid, got) in enumerate(zip(want, lp["token_logprobs"])):
+        assert abs(got - float(ref[i, tid])) < 1e-3, (i, got, float(ref[i, tid]))
+        # (keyed by token text: top tokens decoding to the same text share a key, one value kept)
+        top, hf_top = lp["top_logprobs"][i].values(), ref[i].topk(3).values.tolist()
+        assert top and all(min(abs(v - h) for h in hf_top) < 1e-3 for v in top), i
+
+    messages = [{"role": "user", "content": "the tree draft"}]
+    ids = tok(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+              add_special_tokens=False)["input_ids"]
+    r = requests.post(base + "/v1/chat/completions", json={"model": "tiny", "messages": messages, "max_tokens": 20,
+                                                           "temperature": 0, "logprobs": True, "top_logprobs": 2},
+                      timeout=120)
+    r.raise_for_status()
+    content = r.json()["choices"][0]["logprobs"]["content"]
+    want = hf_greedy("llama", tuple(ids), 20)
+    ref = hf_logprobs("llama", ids, want)
+    assert len(content) >= 1
+    for i, entry in enumerate(content[: len(want)]):
+        assert abs(entry["logprob"] - float(ref[i, want[i]])) < 1e-3, (i, entry["logprob"])
+        hf_top = ref[i].topk(2).values.tolist()
+        assert 1 <= len(entry["top_logprobs"]) <= 2, i  # (fewer where two decode to the same text)
+        assert all(min(abs(t["logprob"] - h) for h in hf_top) < 1e-3 for t in entry["top_logprobs"]), i
 
 
 def test_aborted_request_fails_alone_and_nothing_leaks(server):

@@ -2,7 +2,7 @@
 
 The scheduler already asks ``validate_dflash_request`` about every request of a DFlash-family
 server (DDTREE is one) and aborts the request, not the server, when it answers with a message.
-DDTREE adds two cases DFLASH admits:
+DDTREE serves ``return_logprob``, which DFLASH refuses there, and adds two cases DFLASH admits:
 
 - structured output (json_schema / regex / ebnf / structural_tag), whose per-token grammar masks
   DDTREE's tree verify does not apply yet: such a request would reach the verify and raise inside
@@ -49,10 +49,15 @@ def ddtree_request_error(req) -> Optional[str]:
 
 
 def _validate(original, req, *args, **kwargs):
-    msg = original(req, *args, **kwargs)
-    if msg is not None:
-        return msg
-    return ddtree_request_error(req) if is_ddtree_server() else None
+    if not is_ddtree_server():
+        return original(req, *args, **kwargs)
+    asked = getattr(req, "return_logprob", False)
+    req.return_logprob = False  # DDTREE serves logprobs: DFLASH's other checks only
+    try:
+        msg = original(req, *args, **kwargs)
+    finally:
+        req.return_logprob = asked
+    return msg if msg is not None else ddtree_request_error(req)
 
 
 def register_request_check_hooks() -> None:
