@@ -192,7 +192,8 @@ CASES = {
                                                                          disable_radix_cache=True, page_size=16),
                                                {"oracle": "first"}),
     "ddtree15-qwen35-wy-oracle-first": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
-                                                                  disable_radix_cache=True), {"oracle": "first"}),
+                                                                  disable_radix_cache=True),
+                                        {"oracle": "first", "logprobs": True}),
     "ddtree16-qwen35-wy-oracle-sibling": ("qwen35", lambda: _ddtree(16, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                                     disable_radix_cache=True), {"oracle": "sibling"}),
     # Variants that located that mismatch: no CUDA graphs, a padded chain (budget 8,
@@ -209,7 +210,8 @@ CASES = {
     # Oracle drafter (testing/oracle_drafter.py): acceptance really happens, at known places.
     # On the hybrid target these check the linear-attention state commit: a full-depth path,
     # and a non-first sibling whose state is not the chain's.
-    "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first"}),
+    # (also asking for logprobs: top-2 at every position, against the plain run's)
+    "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first", "logprobs": True}),
     "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
     # The tree attention through sglang's own custom-mask kernel instead of the split-KV one
     # (the default on the triton backend, every other DDTREE case).
@@ -354,6 +356,9 @@ SMOKE = tuple(n for n in CASES if n not in PREVIEW and n not in BACKENDS)
 # and it chose the other of the two (after that the prefixes differ, so nothing later is
 # compared). Every such cut is reported with its gap.
 NEAR_TIE_TOL = 0.05
+# A speculative case's returned top-1 log-prob against the plain run's at the same position and
+# token (bf16 logits of the verify's shapes against plain decoding's).
+LOGPROB_TOL = 0.1
 
 
 def compare_to_reference(got, ref, ref_top2, tol: float = NEAR_TIE_TOL) -> dict:
@@ -442,8 +447,10 @@ def run_case(name: str, out: Path) -> dict:
     startup = time.time() - t0
     try:
         t1 = time.time()
-        # The plain reference also returns its top-2 log-probs (near-tie check).
-        extra = dict(return_logprob=True, top_logprobs_num=2) if plain else {}
+        # The plain reference also returns its top-2 log-probs (near-tie check); a "logprobs"
+        # case too, compared with it.
+        with_top2 = plain or bool(checks.get("logprobs"))
+        extra = dict(return_logprob=True, top_logprobs_num=2) if with_top2 else {}
         params = [dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new]
         if checks.get("serial"):
             outs = [engine.generate(input_ids=[p], sampling_params=[sp], **extra)[0] for p, sp in zip(PROMPTS, params)]
@@ -485,7 +492,7 @@ def run_case(name: str, out: Path) -> dict:
         output_ids=[o["output_ids"] for o in outs],
         meta_info=[{k: v for k, v in o["meta_info"].items() if "logprobs" not in k} for o in outs],
         top2=[[[(lp, tid, None) for lp, tid, *_ in pos] for pos in o["meta_info"]["output_top_logprobs"]]
-              for o in outs] if plain else None,
+              for o in outs] if with_top2 else None,
         avg_spec_accept_length=(info.get("internal_states") or [{}])[0].get("avg_spec_accept_length"),
         ddtree=(info.get("internal_states") or [{}])[0].get("ddtree"),
         rerun=rerun,
@@ -672,6 +679,15 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
     accepts = [m.get("spec_accept_length", 0.0) for m in rec["meta_info"]]
     if checks.get("accepts"):
         assert max(accepts) > 1.0, accepts
+    if checks.get("logprobs"):  # the returned log-probs are the plain run's, where the tokens agree
+        worst, seen = 0.0, 0
+        for i, (c, got2, ref2) in enumerate(zip(cmp, rec["top2"], ref["top2"])):
+            assert len(got2) == len(rec["output_ids"][i]) and all(len(p) == 2 for p in got2), i
+            for pos in range(c["compared"]):
+                (glp, gid, _), (rlp, rid, _) = got2[pos][0], ref2[pos][0]
+                if gid == rid:
+                    worst, seen = max(worst, abs(glp - rlp)), seen + 1
+        assert seen > 0 and worst <= LOGPROB_TOL, dict(worst=worst, positions=seen)
     if checks.get("oracle"):
         want = ORACLE_HISTOGRAM[checks["oracle"]]
         for m, c in zip(rec["meta_info"], cmp):

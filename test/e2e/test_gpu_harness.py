@@ -53,6 +53,29 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
             gpu_cases.assert_speculative(results(bad), "ddtree-auto-llama")
 
 
+def test_logprob_cases_match_the_plain_runs_top1_within_tolerance():
+    """A case asking for logprobs passes when its top-1 log-prob at every agreeing position is
+    within LOGPROB_TOL of the plain run's, and fails when one is off or top-2 is missing."""
+    name = "ddtree15-llama-oracle-first"
+    assert gpu_cases.CASES[name][2].get("logprobs")
+    n = gpu_cases.ORACLE_NEW
+    ref = [[5] * gpu_cases.REF_NEW] * 4
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * gpu_cases.REF_NEW)] * 4
+    plain = dict(name="plain-llama", model="llama", rc=0, output_ids=ref, top2=top, graphs=["target decode"])
+    hist = gpu_cases.ORACLE_HISTOGRAM["first"]
+
+    def results(lp0):
+        got = [_top2([((lp0, 5), (-3.0, 6))] * n)] + [_top2([((-0.1, 5), (-3.0, 6))] * n)] * 3
+        rec = dict(name=name, model="llama", rc=0, max_new_tokens=[n] * 4, graphs=["target verify"],
+                   output_ids=[r[:n] for r in ref], meta_info=[{"spec_correct_drafts_histogram": hist}] * 4,
+                   ddtree={"verify_cuda_graph_steps": 3}, top2=got)
+        return {"plain-llama": plain, name: rec}
+
+    assert gpu_cases.assert_speculative(results(-0.1 - gpu_cases.LOGPROB_TOL / 2), name) is None
+    with pytest.raises(AssertionError, match="worst"):
+        gpu_cases.assert_speculative(results(-0.1 - 2 * gpu_cases.LOGPROB_TOL), name)
+
+
 def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     ref = [list(range(i, i + 40)) for i in range(4)]
     top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
