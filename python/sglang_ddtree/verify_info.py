@@ -14,6 +14,8 @@ A :class:`DDTreeVerifyInput` is a DFLASH verify input that carries a tree: ``tre
 - :meth:`DDTreeVerifyInput.commit`: the KV window written path first into ``req_to_token``
   (``core.commit_plan``) and, on hybrid targets, the linear-attention state of the accepted path
   written into the request's slots;
+- :func:`apply_grammar`: structured output, the grammar's mask of every tree node on the verify
+  logits;
 - :func:`output_logprobs`: the log-probabilities of the committed tokens (``return_logprob``),
   from the verify logits of the path's nodes.
 """
@@ -30,6 +32,7 @@ from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
+from sglang.srt.speculative.spec_utils import build_grammar_vocab_mask
 
 from .core.commit_plan import CommitPlan
 from .core.verify_layout import VerifyLayout
@@ -214,3 +217,18 @@ def output_logprobs(batch, logits_output, target: torch.Tensor, accepted: torch.
     bs, W = target.shape
     rows = accepted.long().clamp(min=0) + torch.arange(bs, device=accepted.device).unsqueeze(1) * W
     compute_spec_v2_logprobs(batch, logits_output, target.reshape(-1), rows, accepted.shape[1] - 1)
+
+
+def apply_grammar(batch, grammar_tree, next_token_logits: torch.Tensor, barrier) -> None:
+    """Structured output: every verify position of a grammar request gets its grammar's mask
+    in place on ``next_token_logits [bs * W, vocab]``. ``grammar_tree``: sglang's
+    ``GrammarTree`` of the step's tree (first child / next sibling links and tokens ``[bs, W]``,
+    copied to the host before the verify launch); sglang walks it per request, the grammar state
+    advanced along each path from the committed one, so the mask at a node allows what the
+    grammar allows after that node's path. ``barrier``: the scheduler's grammar barrier (the
+    previous batch's tokens accepted into the grammars first). A node whose token its parent's
+    mask forbids is never accepted: the target's token there is an allowed one."""
+    mask = build_grammar_vocab_mask(reqs=batch.reqs, tree=grammar_tree, sampling_info=batch.sampling_info,
+                                    device=next_token_logits.device, barrier=barrier)
+    if mask is not None:
+        mask.apply(next_token_logits)

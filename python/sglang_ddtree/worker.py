@@ -34,6 +34,7 @@ from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.draft_worker_common import build_block_pos_offsets, make_draft_block_spec_info
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_utils import GrammarTree
 
 from .core.accept import target_tokens
 from .core.budget_choice import CHAIN, StepCostTable
@@ -50,7 +51,7 @@ from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
-from .verify_info import DDTreeVerifyInput, output_logprobs, prepare_state_tracking
+from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking
 
 logger = logging.getLogger(__name__)
 
@@ -180,14 +181,12 @@ class DDTreeWorker(DFlashWorkerV2):
             return self._prefill(batch, on_publish)
         if batch.forward_mode.is_idle():
             return super().forward_batch_generation(batch, on_publish, grammar_barrier)
-        if batch.has_grammar:
-            raise ValueError("DDTREE speculative decoding does not support structured output yet.")
         if batch.spec_info is None:
             batch.spec_info = DFlashDraftInputV2.create_idle_input(device=self.device)
         if self.stats.sync_watch is not None:
             with self.stats.sync_watch.watch():
-                return self._decode_step(batch, on_publish)
-        return self._decode_step(batch, on_publish)
+                return self._decode_step(batch, on_publish, grammar_barrier)
+        return self._decode_step(batch, on_publish, grammar_barrier)
 
     def _prefill(self, batch, on_publish) -> GenerationBatchResult:
         """A target extend (prefill, or prefill chunks mixed into a decode batch): the target
@@ -217,7 +216,7 @@ class DDTreeWorker(DFlashWorkerV2):
         out.next_draft_input = self._make_next_draft_input_prefill(bonus_tokens=new, seq_lens=batch.seq_lens)
         return out
 
-    def _decode_step(self, batch, on_publish) -> GenerationBatchResult:
+    def _decode_step(self, batch, on_publish, grammar_barrier=None) -> GenerationBatchResult:
         draft_input = batch.spec_info
         phases = self.stats.phase_events
         events = phases.new_step() if phases is not None else None
@@ -244,6 +243,11 @@ class DDTreeWorker(DFlashWorkerV2):
             tree, layout = draft_to_verify(lp, ids, root, prefix_lens.long(), budget, width, max_siblings,
                                            self.max_depth, fast=self._tree_cuda)
 
+        # Structured output: the tree goes to the host now (its copy overlaps the verify launch);
+        # the grammar's mask of every node is built while the verify runs.
+        grammar_tree = (GrammarTree.from_device(layout.first_child, layout.next_sibling, layout.tokens)
+                        if batch.has_grammar else None)
+
         # 3) Verify.
         verify_input = DDTreeVerifyInput.build(layout, prefix_lens, batch, self.gdn)
         pre_verify_lens = prefix_lens.clone() if self.gdn is not None else None
@@ -253,6 +257,8 @@ class DDTreeWorker(DFlashWorkerV2):
                                          self._verify_runtimes, timer)
         logits_output = target_out.logits_output
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
+        if grammar_tree is not None:
+            apply_grammar(batch, grammar_tree, logits_output.next_token_logits, grammar_barrier)
 
         # 4) Accept.
         with timer.phase("accept"):

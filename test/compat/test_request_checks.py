@@ -1,5 +1,6 @@
-"""compat/request_checks.py: which requests DDTREE refuses at admission, and that the hook only
-adds to sglang's DFlash validation on DDTREE servers."""
+"""compat/request_checks.py: which requests DDTREE refuses at admission (penalties), which it
+admits (structured output, logprobs), and that the hook only changes sglang's DFlash validation
+on DDTREE servers."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ def _req(**sp):
     return types.SimpleNamespace(sampling_params=types.SimpleNamespace(**base))
 
 
-# Written out, not read from request_checks.STRUCTURED_FIELDS: a field dropped from that
-# constant must fail here.
 STRUCTURED = [
     ("json_schema", '{"type": "object"}'),
     ("regex", "[ab]+"),
@@ -27,22 +26,13 @@ STRUCTURED = [
 
 
 @pytest.mark.parametrize("field,value", STRUCTURED, ids=[f for f, _ in STRUCTURED])
-def test_structured_output_is_refused_naming_the_field(field, value):
-    msg = request_checks.ddtree_request_error(_req(**{field: value}))
-    assert msg is not None, field
-    assert f"({field})" in msg and "structured output" in msg and "DFLASH" in msg, msg
-
-
-@pytest.mark.parametrize("field,value", STRUCTURED, ids=[f for f, _ in STRUCTURED])
-def test_structured_output_is_refused_on_sglangs_own_sampling_params(field, value):
-    """The field names are sglang's: a real ``SamplingParams`` carrying each one is refused."""
+def test_structured_output_is_admitted(field, value):
+    """DDTREE serves structured output (the grammar's mask at every tree node): sglang's own
+    ``SamplingParams`` carrying each field passes admission."""
     from sglang.srt.sampling.sampling_params import SamplingParams
 
     req = types.SimpleNamespace(sampling_params=SamplingParams(**{field: value}))
-    msg = request_checks.ddtree_request_error(req)
-    assert msg is not None and f"({field})" in msg, msg
-    plain = types.SimpleNamespace(sampling_params=SamplingParams(max_new_tokens=8))
-    assert request_checks.ddtree_request_error(plain) is None
+    assert request_checks.ddtree_request_error(req) is None
 
 
 @pytest.mark.parametrize("field,value", [("frequency_penalty", 0.5), ("presence_penalty", -0.3),
@@ -65,13 +55,16 @@ def test_hook_adds_only_on_ddtree_servers(monkeypatch):
     import sglang.srt.runtime_context as rc
 
     upstream = lambda req, overlap: None  # noqa: E731
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    penalised = types.SimpleNamespace(sampling_params=SamplingParams(frequency_penalty=0.5))
     for algo, want in [("DDTREE", True), ("DFLASH", False)]:
         monkeypatch.setattr(rc, "get_server_args", lambda a=algo: types.SimpleNamespace(speculative_algorithm=a))
-        got = request_checks._validate(upstream, _req(regex="a+"), True)
+        got = request_checks._validate(upstream, penalised, True)
         assert (got is not None) is want
     # sglang's own refusal wins.
     monkeypatch.setattr(rc, "get_server_args", lambda: types.SimpleNamespace(speculative_algorithm="DDTREE"))
-    assert request_checks._validate(lambda req, o: "upstream says no", _req(regex="a+"), True) == "upstream says no"
+    assert request_checks._validate(lambda req, o: "upstream says no", penalised, True) == "upstream says no"
 
 
 def test_logprobs_pass_on_ddtree_only(monkeypatch):

@@ -41,6 +41,12 @@ only changes behaviour when ``server_args.device == "cpu"`` (or in the CPU atten
    draft decoding: it reads the expanded per-branch lengths from ``draft_decode_metadata``
    and then passes ``forward_batch.seq_lens`` (one per request, not per branch). The hook
    hands the kernel the per-branch lengths when draft-decode metadata is set.
+
+9. The xgrammar backend allocates every grammar bitmask with ``pin_memory=True``, which torch
+   refuses without a CUDA driver, and applies a bitmask to logits on GPU devices only, so
+   structured output fails on the CPU engine with or without speculation. On CPU logits the
+   hooks allocate the same bitmask unpinned and apply it in plain torch (a token whose bit is
+   clear gets -inf).
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ _DRAFT_BACKEND_FALLBACK = (
 _AMX_PLATFORM_FALLBACK = (
     "sglang.srt.arg_groups.overrides._attention_backend_platform_fallbacks"
 )
+_XGRAMMAR_BITMASK = "sglang.srt.constrained.xgrammar_backend._allocate_token_bitmask"
+_XGRAMMAR_APPLY = "sglang.srt.constrained.xgrammar_backend.XGrammarGrammar.apply_vocab_mask"
 CPU_ATTENTION_BACKEND = "intel_amx"
 
 
@@ -155,6 +163,33 @@ def _amx_forward_decode_draft_lens(original, self, q, k, v, layer, forward_batch
         forward_batch.seq_lens = committed
 
 
+def _unpinned_bitmask(original, vocab_size: int, batch_size: int):
+    import torch
+    from sglang.srt.constrained import xgrammar_backend as xg
+
+    if torch.cuda.is_available():
+        return original(vocab_size, batch_size)
+    return torch.full(xg.get_bitmask_shape(batch_size, vocab_size), -1, dtype=xg.bitmask_dtype)
+
+
+def apply_bitmask_cpu(logits, vocab_mask) -> None:
+    """``logits [rows, vocab]`` in place: -inf where the packed bitmask ``vocab_mask [rows,
+    ceil(vocab / 32)]`` (int32, bit ``t % 32`` of word ``t // 32`` set = token ``t`` allowed)
+    has the bit clear."""
+    import torch
+
+    rows, vocab = logits.shape[0], logits.shape[-1]
+    shifts = torch.arange(32, dtype=torch.int32, device=vocab_mask.device)
+    allowed = ((vocab_mask[:rows].unsqueeze(-1) >> shifts) & 1).bool().reshape(rows, -1)[:, :vocab]
+    logits.masked_fill_(~allowed.to(logits.device), float("-inf"))
+
+
+def _apply_bitmask_on_cpu(original, self, logits, vocab_mask):
+    if logits.device.type != "cpu":
+        return original(self, logits, vocab_mask)
+    apply_bitmask_cpu(logits, vocab_mask)
+
+
 def register_cpu_hooks() -> None:
     """Register the hooks; called from the plugin only when sglang's CPU engine is selected."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -175,3 +210,5 @@ def register_cpu_hooks() -> None:
     HookRegistry.register(
         _AMX_BACKEND + ".forward_decode", _amx_forward_decode_draft_lens, HookType.AROUND
     )
+    HookRegistry.register(_XGRAMMAR_BITMASK, _unpinned_bitmask, HookType.AROUND)
+    HookRegistry.register(_XGRAMMAR_APPLY, _apply_bitmask_on_cpu, HookType.AROUND)

@@ -2,15 +2,12 @@
 
 The scheduler already asks ``validate_dflash_request`` about every request of a DFlash-family
 server (DDTREE is one) and aborts the request, not the server, when it answers with a message.
-DDTREE serves ``return_logprob``, which DFLASH refuses there, and adds two cases DFLASH admits:
-
-- structured output (json_schema / regex / ebnf / structural_tag), whose per-token grammar masks
-  DDTREE's tree verify does not apply yet: such a request would reach the verify and raise inside
-  the scheduler;
-- frequency, presence and repetition penalties: sglang 0.5.17 counts one output token per
-  speculative step (``ScheduleBatch.cumulate_penalty_output_tokens``) and its DFlash verify
-  adjustment cannot scale a penalty it adds to zeros, so the request would be served as if it
-  had no penalty: a different output with no error.
+DDTREE serves ``return_logprob``, which DFLASH refuses there, and refuses what DFLASH admits but
+would serve differently: frequency, presence and repetition penalties (sglang 0.5.17 counts one
+output token per speculative step, ``ScheduleBatch.cumulate_penalty_output_tokens``, and its
+DFlash verify adjustment cannot scale a penalty it adds to zeros, so the request would be served
+as if it had no penalty: a different output with no error). Structured output is served (the
+grammar's mask at every tree node, ``verify_info.apply_grammar``).
 
 A narrow AROUND hook on the scheduler module's reference to the validator (sglang has no
 per-algorithm request-validation seam).
@@ -24,7 +21,6 @@ from ..server_args import is_ddtree_server
 
 _TARGET = "sglang.srt.managers.scheduler.validate_dflash_request"
 
-STRUCTURED_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
 # Sampling-parameter fields of a penalty and their neutral value.
 PENALTY_FIELDS = (("frequency_penalty", 0.0), ("presence_penalty", 0.0), ("repetition_penalty", 1.0))
 
@@ -32,12 +28,6 @@ PENALTY_FIELDS = (("frequency_penalty", 0.0), ("presence_penalty", 0.0), ("repet
 def ddtree_request_error(req) -> Optional[str]:
     """Why DDTREE cannot serve ``req``, or None."""
     sp = req.sampling_params
-    used = [f for f in STRUCTURED_FIELDS if getattr(sp, f, None)]
-    if used:
-        return (
-            f"DDTREE speculative decoding does not support structured output ({', '.join(used)}) yet; "
-            "send it to a server with --speculative-algorithm DFLASH or without speculative decoding."
-        )
     penalties = [f"{f}={getattr(sp, f)}" for f, neutral in PENALTY_FIELDS
                  if getattr(sp, f, neutral) not in (None, neutral)]
     if penalties:
