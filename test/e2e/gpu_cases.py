@@ -46,6 +46,13 @@ ORACLE_NEW = 33
 # target's prefilled continuation left the decoded one at the first token, top-2 gap 0.23).
 RERUN_AT = 20
 TRACK_INTERVAL = 16
+# Structured output (``grammar`` cases): one grammar per prompt, against a plain run with the same
+# grammars (its own reference, ``ref``).
+GRAMMARS = [dict(regex="(ab|cd)+e?"),
+            dict(json_schema=json.dumps({"type": "object", "properties": {"n": {"type": "integer"}, "s": {
+                "type": "string", "maxLength": 12}}, "required": ["n", "s"]})),
+            dict(ebnf='root ::= ("x" | "yz" | " ")+'),
+            dict(regex="[0-9]{2,30}")]
 # What the H200 showed for every rerun on the tiny hybrid: with its radix-cache
 # strategy unresolved (no tracking; see the radix cases below), reruns from cached prefixes leave the cache-less rerun, with and without
 # speculation (sglang's DFLASH too), and no decode step is cached at a tracking boundary.
@@ -54,6 +61,11 @@ RERUN_KNOWN = ("tiny hybrid: reruns from cached prefixes differ from the cache-l
 # Test-only: sglang's extra-buffer strategy (decode-time state tracking) for the tiny text-only
 # hybrid target (testing/extra_buffer_arch.py), so the tracking paths run on a GPU.
 XB_ENV = {"SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS": "Qwen3_5ForCausalLM"}
+
+
+def reference(name: str) -> str:
+    """The plain case a case is compared with: its ``ref`` check, else ``plain-<model>``."""
+    return CASES[name][2].get("ref") or f"plain-{CASES[name][0]}"
 
 
 def rerun_reference(model: str) -> str:
@@ -210,6 +222,11 @@ CASES = {
     # Oracle drafter (testing/oracle_drafter.py): acceptance really happens, at known places.
     # On the hybrid target these check the linear-attention state commit: a full-depth path,
     # and a non-first sibling whose state is not the chain's.
+    # Structured output: the plain run with one grammar per prompt, and DDTREE with the full-path
+    # oracle over that run's continuations (the grammar's mask at every tree node).
+    "plain-llama-grammar": ("llama", dict, {"grammar": True}),
+    "ddtree15-llama-oracle-first-grammar": ("llama", lambda: _ddtree(15), {"oracle": "first", "grammar": True,
+                                                                           "ref": "plain-llama-grammar"}),
     # (also asking for logprobs: top-2 at every position, against the plain run's)
     "ddtree15-llama-oracle-first": ("llama", lambda: _ddtree(15), {"oracle": "first", "logprobs": True}),
     "ddtree16-llama-oracle-sibling": ("llama", lambda: _ddtree(16), {"oracle": "sibling"}),
@@ -427,7 +444,7 @@ def run_case(name: str, out: Path) -> dict:
     env = dict(checks.get("env", {}))
     plain = name.startswith("plain-")
     if checks.get("oracle"):
-        ref = json.loads((out / f"plain-{model}.json").read_text())["output_ids"]
+        ref = json.loads((out / f"{reference(name)}.json").read_text())["output_ids"]
         oracle = out / f"{name}.oracle.json"
         oracle.write_text(json.dumps({"mode": checks["oracle"], "continuations": {
             ",".join(map(str, p)): c for p, c in zip(PROMPTS, ref)}}))
@@ -452,6 +469,8 @@ def run_case(name: str, out: Path) -> dict:
         with_top2 = plain or bool(checks.get("logprobs"))
         extra = dict(return_logprob=True, top_logprobs_num=2) if with_top2 else {}
         params = [dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new]
+        if checks.get("grammar"):
+            params = [dict(p, **g) for p, g in zip(params, GRAMMARS)]
         if checks.get("serial"):
             outs = [engine.generate(input_ids=[p], sampling_params=[sp], **extra)[0] for p, sp in zip(PROMPTS, params)]
         else:
@@ -550,9 +569,9 @@ def run_all(out: Path, parallel: Optional[int] = None, only=None, timeout_s: Opt
     plain = [n for n in names if n.startswith("plain-")]
     # Speculative cases need their plain reference; add it if the selection left it out.
     for n in names:
-        ref = f"plain-{CASES[n][0]}"
-        if ref not in plain:
-            plain.append(ref)
+        for ref in {f"plain-{CASES[n][0]}", reference(n)}:
+            if ref not in plain and ref != n:
+                plain.append(ref)
     for n in list(names):  # a radix rerun is checked against the cache-less rerun (and DFLASH's)
         for dep in ((rerun_reference(CASES[n][0]), CASES[n][2].get("rerun_like")) if CASES[n][2].get("radix_rerun") else ()):
             if dep and dep not in names:
@@ -593,17 +612,21 @@ def _ok(results: dict, name: str) -> dict:
 
 
 def assert_plain(results: dict, model: str) -> None:
-    """The plain reference ran with decode CUDA graphs and produced every token."""
+    """The plain reference ran with decode CUDA graphs and produced every token (a grammar run:
+    at least one token per request; a grammar may end it early)."""
     rec = _ok(results, f"plain-{model}")
     assert "target decode" in rec["graphs"], rec["graphs"]
-    assert all(len(o) == REF_NEW for o in rec["output_ids"])
+    if CASES[f"plain-{model}"][2].get("grammar"):
+        assert all(0 < len(o) <= REF_NEW for o in rec["output_ids"])
+    else:
+        assert all(len(o) == REF_NEW for o in rec["output_ids"])
 
 
 def assert_speculative(results: dict, name: str) -> Optional[str]:
     """Every assertion on a speculative case; returns an xfail reason for a ``known_bad`` case
     that failed its equality (the caller decides), else None."""
     rec = _ok(results, name)
-    ref = _ok(results, f"plain-{rec['model']}")
+    ref = _ok(results, reference(name))
     cmp = [compare_to_reference(got, r[:n], top2)
            for got, r, top2, n in zip(rec["output_ids"], ref["output_ids"], ref["top2"], rec["max_new_tokens"])]
     checks = CASES[name][2]
@@ -688,7 +711,9 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                 if gid == rid:
                     worst, seen = max(worst, abs(glp - rlp)), seen + 1
         assert seen > 0 and worst <= LOGPROB_TOL, dict(worst=worst, positions=seen)
-    if checks.get("oracle"):
+    if checks.get("grammar"):  # whole paths accepted under the grammar's masks
+        assert max(m.get("spec_accept_length", 0.0) for m in rec["meta_info"]) > 2.0, rec["meta_info"]
+    elif checks.get("oracle"):
         want = ORACLE_HISTOGRAM[checks["oracle"]]
         for m, c in zip(rec["meta_info"], cmp):
             if c["equal"]:  # the oracle's continuation is the plain run's; valid only there

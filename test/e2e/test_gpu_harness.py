@@ -76,6 +76,35 @@ def test_logprob_cases_match_the_plain_runs_top1_within_tolerance():
         gpu_cases.assert_speculative(results(-0.1 - 2 * gpu_cases.LOGPROB_TOL), name)
 
 
+def test_grammar_cases_compare_with_the_plain_grammar_run():
+    """The structured-output case is checked against the plain run with the same grammars (not
+    the plain greedy one), which the suite starts with it; outputs ended early by a grammar pass,
+    and the case must have accepted whole paths."""
+    name = "ddtree15-llama-oracle-first-grammar"
+    assert gpu_cases.reference(name) == "plain-llama-grammar" and gpu_cases.reference("ddtree8-llama") == "plain-llama"
+    assert len(gpu_cases.GRAMMARS) == len(gpu_cases.PROMPTS)
+    greedy = [[5] * gpu_cases.REF_NEW] * 4
+    constrained = [[7, 8, 2], [9] * 20, [6] * 40, [3] * 30]
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * len(o)) for o in constrained]
+    res = {"plain-llama": dict(name="plain-llama", model="llama", rc=0, output_ids=greedy, top2=None,
+                               graphs=["target decode"]),
+           "plain-llama-grammar": dict(name="plain-llama-grammar", model="llama", rc=0, output_ids=constrained,
+                                       top2=top, graphs=["target decode"])}
+    gpu_cases.assert_plain(res, "llama-grammar")  # short outputs are fine for a grammar run
+
+    def case(out, accept):
+        return dict(res, **{name: dict(name=name, model="llama", rc=0, max_new_tokens=[gpu_cases.ORACLE_NEW] * 4,
+                                       graphs=["target verify"], output_ids=out, ddtree={"verify_cuda_graph_steps": 2},
+                                       meta_info=[{"spec_accept_length": accept}] * 4)})
+
+    cut = [o[: gpu_cases.ORACLE_NEW] for o in constrained]
+    assert gpu_cases.assert_speculative(case(cut, 9.0), name) is None
+    with pytest.raises(AssertionError):  # the plain greedy output is not the reference
+        gpu_cases.assert_speculative(case([o[: gpu_cases.ORACLE_NEW] for o in greedy], 9.0), name)
+    with pytest.raises(AssertionError):  # nothing accepted beyond single tokens
+        gpu_cases.assert_speculative(case(cut, 1.0), name)
+
+
 def test_radix_rerun_checks_against_the_cacheless_rerun_and_dflash():
     ref = [list(range(i, i + 40)) for i in range(4)]
     top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4

@@ -25,7 +25,7 @@ def results(tmp_path_factory):
     return suite_results(tmp_path_factory, "smoke", gpu_cases.SMOKE)
 
 
-@pytest.mark.parametrize("model", ["llama", "qwen35"])
+@pytest.mark.parametrize("model", [n.split("-", 1)[1] for n in gpu_cases.SMOKE if n.startswith("plain-")])
 def test_plain_runs_with_decode_graphs(results, model):
     gpu_cases.assert_plain(results, model)
 
