@@ -245,8 +245,11 @@ class DDTreeWorker(DFlashWorkerV2):
 
         # Structured output: the tree goes to the host now (its copy overlaps the verify launch);
         # the grammar's mask of every node is built while the verify runs.
-        grammar_tree = (GrammarTree.from_device(layout.first_child, layout.next_sibling, layout.tokens)
-                        if batch.has_grammar else None)
+        grammar_tree = None
+        if batch.has_grammar:
+            grammar_tree = GrammarTree.from_device(layout.first_child, layout.next_sibling, layout.tokens)
+            # (the verify's logit adjustments would apply a mask left from the extend to every row)
+            batch.sampling_info.grammar_mask = None
 
         # 3) Verify.
         verify_input = DDTreeVerifyInput.build(layout, prefix_lens, batch, self.gdn)
