@@ -83,8 +83,9 @@ class DDTreeVerifyInput(DFlashVerifyInput):
     def verify(self, batch, target_worker, window: torch.Tensor, runtimes: Dict[int, VerifyRuntime], timer=None):
         """One TARGET_VERIFY forward, KV written to ``window`` (``[bs * W]`` slots). The
         scheduler's host lengths are raised by the width for the forward's attention metadata
-        and restored. The logits get DFLASH's adjustments (logit bias, custom logit processors,
-        penalties; one per request, broadcast over the positions)."""
+        and restored. The logits get DFLASH's adjustments (logit bias, custom logit processors; one
+        per request, broadcast over the positions; sglang applies no penalty here: the worker
+        applies them per node, ``engine.penalty_state``)."""
         width = int(self.draft_token_num)
         batch.out_cache_loc = window
         seq_lens_cpu, seq_lens_sum = batch.seq_lens_cpu, batch.seq_lens_sum

@@ -47,6 +47,7 @@ from .core.widths import WidthCaps, policy_width_caps, verify_width
 from .debug_log import DebugLog, PhaseEvents, StepTimer, SyncWatch
 from .engine import tree_gdn
 from .engine.draft_head import DraftTopKHead
+from .engine.penalty_state import penalised, state_for
 from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
@@ -84,6 +85,7 @@ class DDTreeWorker(DFlashWorkerV2):
         self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
+        self._penalties = None  # engine.penalty_state.PenaltyState, from the first penalised request
         self._oracle_rng = random.Random(server_args.random_seed or 0)
         self.stats = DDTreeStats(self.budget, self.max_depth, self.device, shadow=self.shadow)
         if PhaseEvents.enabled(self.device):  # developer: device ms per phase in /server_info
@@ -214,6 +216,15 @@ class DDTreeWorker(DFlashWorkerV2):
                                                       positions=positions)
         out.logits_output.hidden_states = None  # (not copied to the host under overlap)
         out.next_draft_input = self._make_next_draft_input_prefill(bonus_tokens=new, seq_lens=batch.seq_lens)
+        # Penalties: the admitted requests' rows (a request of a mixed batch that already
+        # decodes keeps its own).
+        fresh = [i for i, r in enumerate(batch.reqs) if not r.output_ids]
+        vocab = out.logits_output.next_token_logits.shape[-1]
+        self._penalties = state_for(self._penalties, [batch.reqs[i] for i in fresh],
+                                    self.target_worker.model_runner.req_to_token_pool.size, vocab, self.device)
+        if self._penalties is not None and fresh:
+            rows = torch.tensor(fresh, dtype=torch.long).to(self.device, non_blocking=True)
+            self._penalties.admit([batch.reqs[i] for i in fresh], batch.req_pool_indices[rows], new[rows])
         return out
 
     def _decode_step(self, batch, on_publish, grammar_barrier=None) -> GenerationBatchResult:
@@ -262,6 +273,10 @@ class DDTreeWorker(DFlashWorkerV2):
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
         if grammar_tree is not None:
             apply_grammar(batch, grammar_tree, logits_output.next_token_logits, grammar_barrier)
+        penalties = self._penalties if self._penalties is not None and any(penalised(r) for r in batch.reqs) else None
+        if penalties is not None:  # every node's penalties, from its path (core/path_penalties.py)
+            penalties.apply(logits_output.next_token_logits.view(bs, width, -1), batch.req_pool_indices,
+                            layout.tokens, layout.ancestor_mask, layout.depth)
 
         # 4) Accept.
         with timer.phase("accept"):
@@ -286,6 +301,8 @@ class DDTreeWorker(DFlashWorkerV2):
         with timer.phase("commit"):
             verify_input.commit(batch, plan, acc.accepted, acc.accept_len, req_to_token, prefix_lens,
                                 pre_verify_lens, self.target_worker, self.gdn, self._verify_runtimes)
+        if penalties is not None:  # the committed tokens, in output order
+            penalties.commit(batch.req_pool_indices, plan.out_tokens[:, : plan.path_index.shape[1]], plan.commit_lens)
         new_seq_lens = prefix_lens + plan.commit_lens.to(prefix_lens.dtype)
         if on_publish is not None:
             on_publish(new_seq_lens)

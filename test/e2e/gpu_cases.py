@@ -53,6 +53,9 @@ GRAMMARS = [dict(regex="(ab|cd)+e?"),
                 "type": "string", "maxLength": 12}}, "required": ["n", "s"]})),
             dict(ebnf='root ::= ("x" | "yz" | " ")+'),
             dict(regex="[0-9]{2,30}")]
+# Penalties (``penalties`` cases): one kind per prompt, likewise against a plain run with them.
+PENALTIES = [dict(frequency_penalty=0.9), dict(presence_penalty=1.2), dict(repetition_penalty=1.6),
+             dict(min_new_tokens=25)]
 # What the H200 showed for every rerun on the tiny hybrid: with its radix-cache
 # strategy unresolved (no tracking; see the radix cases below), reruns from cached prefixes leave the cache-less rerun, with and without
 # speculation (sglang's DFLASH too), and no decode step is cached at a tracking boundary.
@@ -225,6 +228,9 @@ CASES = {
     # Structured output: the plain run with one grammar per prompt, and DDTREE with the full-path
     # oracle over that run's continuations (the grammar's mask at every tree node).
     "plain-llama-grammar": ("llama", dict, {"grammar": True}),
+    "plain-llama-penalties": ("llama", dict, {"penalties": True}),
+    "ddtree15-llama-oracle-first-penalties": ("llama", lambda: _ddtree(15), {"oracle": "first", "penalties": True,
+                                                                             "ref": "plain-llama-penalties"}),
     "ddtree15-llama-oracle-first-grammar": ("llama", lambda: _ddtree(15), {"oracle": "first", "grammar": True,
                                                                            "ref": "plain-llama-grammar"}),
     # (also asking for logprobs: top-2 at every position, against the plain run's)
@@ -471,6 +477,8 @@ def run_case(name: str, out: Path) -> dict:
         params = [dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new]
         if checks.get("grammar"):
             params = [dict(p, **g) for p, g in zip(params, GRAMMARS)]
+        if checks.get("penalties"):
+            params = [dict(p, **q) for p, q in zip(params, PENALTIES)]
         if checks.get("serial"):
             outs = [engine.generate(input_ids=[p], sampling_params=[sp], **extra)[0] for p, sp in zip(PROMPTS, params)]
         else:
@@ -616,7 +624,7 @@ def assert_plain(results: dict, model: str) -> None:
     at least one token per request; a grammar may end it early)."""
     rec = _ok(results, f"plain-{model}")
     assert "target decode" in rec["graphs"], rec["graphs"]
-    if CASES[f"plain-{model}"][2].get("grammar"):
+    if CASES[f"plain-{model}"][2].get("grammar") or CASES[f"plain-{model}"][2].get("penalties"):
         assert all(0 < len(o) <= REF_NEW for o in rec["output_ids"])
     else:
         assert all(len(o) == REF_NEW for o in rec["output_ids"])
@@ -711,7 +719,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                 if gid == rid:
                     worst, seen = max(worst, abs(glp - rlp)), seen + 1
         assert seen > 0 and worst <= LOGPROB_TOL, dict(worst=worst, positions=seen)
-    if checks.get("grammar"):  # whole paths accepted under the grammar's masks
+    if checks.get("grammar") or checks.get("penalties"):  # whole paths accepted under masks / penalties
         assert max(m.get("spec_accept_length", 0.0) for m in rec["meta_info"]) > 2.0, rec["meta_info"]
     elif checks.get("oracle"):
         want = ORACLE_HISTOGRAM[checks["oracle"]]

@@ -73,6 +73,12 @@ GRAMMAR = (GRAMMAR_PROMPTS, [
         "type": "string", "maxLength": 12}}, "required": ["n", "s"]})),
     _greedy(24, ebnf='root ::= ("x" | "yz" | " ")+'),
 ])
+# Penalties, one kind per request, on prompts of their own (the oracle knows their penalised
+# continuations), and the same prompts without.
+PEN_PROMPTS = [p + [9] for p in PROMPTS]
+PENALTIES = (PEN_PROMPTS, [_greedy(N, frequency_penalty=0.9), _greedy(N, presence_penalty=1.2),
+                           _greedy(N, repetition_penalty=1.6), _greedy(N, min_new_tokens=25)])
+PEN_PLAIN = (PEN_PROMPTS, _greedy(N))
 SAMPLED_T = 0.7
 SAMPLED = (PROMPTS[:2], dict(temperature=SAMPLED_T, max_new_tokens=20, sampling_seed=7), dict(return_logprob=True))
 
@@ -101,7 +107,8 @@ def reference(batches, tmp_path_factory):
     """No-speculation outputs, plus stop-token / stop-string batches derived from them."""
     from transformers import AutoTokenizer
 
-    base, after = _run([batches["mixed"], batches["lens"], batches["logprobs"], batches["token_ids"], GRAMMAR])
+    base, after = _run([batches["mixed"], batches["lens"], batches["logprobs"], batches["token_ids"], GRAMMAR,
+                        PENALTIES, PEN_PLAIN])
     cont = _ids(base[0])
     tok = AutoTokenizer.from_pretrained(str(tiny_models.model_path("llama")))
     # Stops that land inside what DDTREE accepts in one step (positions 10 and 20).
@@ -111,7 +118,7 @@ def reference(batches, tmp_path_factory):
     stops, _ = _run([stop_ids, stop_str, follow_ups])
     # The oracle knows the follow-ups' continuations too (a follow-up then takes one step).
     known = (list(zip(PROMPTS, cont)) + list(zip(follow_ups[0], _ids(stops[2])))
-             + list(zip(GRAMMAR_PROMPTS, _ids(base[4]))))
+             + list(zip(GRAMMAR_PROMPTS, _ids(base[4]))) + list(zip(PEN_PROMPTS, _ids(base[5]))))
     oracle = tmp_path_factory.mktemp("oracle")
     files = {}
     for mode in ("first", "sibling", "nowhere"):
@@ -122,7 +129,7 @@ def reference(batches, tmp_path_factory):
         }))
         files[mode] = str(f)
     return {
-        "mixed": cont, "lens": _ids(base[1]), "after": _ids(after), "logprobs": base[2:4], "grammar": _ids(base[4]),
+        "mixed": cont, "lens": _ids(base[1]), "after": _ids(after), "logprobs": base[2:4], "grammar": _ids(base[4]), "penalties": _ids(base[5]), "pen_plain": _ids(base[6]),
         "stop_ids": (stop_ids, _ids(stops[0])), "stop_str": (stop_str, _ids(stops[1])),
         "follow_ups": _ids(stops[2]),
         "oracle": files,
@@ -351,27 +358,19 @@ def test_structured_output_equals_no_speculation(reference):
     assert re.fullmatch("(x|yz| )+", text[2]), text[2]
 
 
-def test_penalised_request_fails_alone(reference):
-    """A request DDTREE would serve differently (here: a frequency penalty) is aborted at
-    admission with a message naming the field; the engine keeps serving (greedy requests before
-    and after are exact) and leaks nothing (strict idle memory check, STRICT)."""
-    import sglang as sgl
-
-    with patched_env(STRICT):
-        engine = sgl.Engine(**engine_kwargs(**_ddtree(budget=8)))
-    try:
-        before = engine.generate(input_ids=PROMPTS[:1], sampling_params=_greedy(8))
-        try:
-            bad = engine.generate(input_ids=PROMPTS[1], sampling_params=dict(_greedy(8), frequency_penalty=1.0))
-            err = str(bad["meta_info"]["finish_reason"])
-        except Exception as e:  # sglang may surface the abort as an exception
-            err = str(e)
-        assert "frequency_penalty=1.0" in err and "would be ignored" in err, err
-        time.sleep(1.0)  # idle: the scheduler runs its memory invariant check
-        after = engine.generate(input_ids=PROMPTS[:1], sampling_params=_greedy(8))
-    finally:
-        engine.shutdown()
-    assert _ids(before) == _ids(after) == reference["after"]
+def test_penalties_equal_no_speculation(reference):
+    """Frequency, presence and repetition penalties and min_new_tokens, one kind per request in
+    one batch: every tree node penalised from its own path (core/path_penalties.py); with the
+    full-path oracle (the tree holds the penalised continuation) whole paths are accepted and the
+    outputs equal no speculation token for token, where the penalties change the output."""
+    runs, after = _run([PENALTIES], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]},
+                       **_ddtree(budget=15))
+    assert _ids(runs[0]) == reference["penalties"]
+    assert _ids(after) == reference["after"]
+    for o in runs[0]:
+        assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2], o["meta_info"]
+    changed = [a != b for a, b in zip(reference["penalties"][:3], reference["pen_plain"][:3])]
+    assert all(changed), changed  # each penalty changes the greedy continuation
 
 
 def test_budget_auto_switches_per_step_and_stays_lossless(batches, reference, tmp_path):

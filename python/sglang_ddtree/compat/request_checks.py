@@ -1,41 +1,18 @@
-"""Requests DDTREE cannot serve fail alone, at admission, with a message naming the way out.
+"""Requests a DDTREE server admits that sglang's DFLASH validation refuses: ``return_logprob``.
 
-The scheduler already asks ``validate_dflash_request`` about every request of a DFlash-family
-server (DDTREE is one) and aborts the request, not the server, when it answers with a message.
-DDTREE serves ``return_logprob``, which DFLASH refuses there, and refuses what DFLASH admits but
-would serve differently: frequency, presence and repetition penalties (sglang 0.5.17 counts one
-output token per speculative step, ``ScheduleBatch.cumulate_penalty_output_tokens``, and its
-DFlash verify adjustment cannot scale a penalty it adds to zeros, so the request would be served
-as if it had no penalty: a different output with no error). Structured output is served (the
-grammar's mask at every tree node, ``verify_info.apply_grammar``).
-
-A narrow AROUND hook on the scheduler module's reference to the validator (sglang has no
-per-algorithm request-validation seam).
+The scheduler asks ``validate_dflash_request`` about every request of a DFlash-family server
+(DDTREE is one) and aborts the request when it answers with a message; DFLASH refuses logprobs
+there. DDTREE serves them (``verify_info.output_logprobs``), and structured output and penalties
+(``verify_info.apply_grammar``, ``engine.penalty_state``), so on a DDTREE server the validator is
+asked without the logprob flag and its other checks stand. A narrow AROUND hook on the scheduler
+module's reference to the validator (sglang has no per-algorithm request-validation seam).
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..server_args import is_ddtree_server
 
 _TARGET = "sglang.srt.managers.scheduler.validate_dflash_request"
-
-# Sampling-parameter fields of a penalty and their neutral value.
-PENALTY_FIELDS = (("frequency_penalty", 0.0), ("presence_penalty", 0.0), ("repetition_penalty", 1.0))
-
-
-def ddtree_request_error(req) -> Optional[str]:
-    """Why DDTREE cannot serve ``req``, or None."""
-    sp = req.sampling_params
-    penalties = [f"{f}={getattr(sp, f)}" for f, neutral in PENALTY_FIELDS
-                 if getattr(sp, f, neutral) not in (None, neutral)]
-    if penalties:
-        return (
-            f"DDTREE speculative decoding does not apply {', '.join(penalties)} yet (it would be ignored); "
-            "send the request without it, or to a server without speculative decoding."
-        )
-    return None
 
 
 def _validate(original, req, *args, **kwargs):
@@ -47,7 +24,7 @@ def _validate(original, req, *args, **kwargs):
         msg = original(req, *args, **kwargs)
     finally:
         req.return_logprob = asked
-    return msg if msg is not None else ddtree_request_error(req)
+    return msg
 
 
 def register_request_check_hooks() -> None:
