@@ -216,12 +216,13 @@ class DDTreeWorker(DFlashWorkerV2):
                                                       positions=positions)
         out.logits_output.hidden_states = None  # (not copied to the host under overlap)
         out.next_draft_input = self._make_next_draft_input_prefill(bonus_tokens=new, seq_lens=batch.seq_lens)
-        # Penalties: the admitted requests' rows (a request of a mixed batch that already
-        # decodes keeps its own).
-        fresh = [i for i, r in enumerate(batch.reqs) if not r.output_ids]
-        vocab = out.logits_output.next_token_logits.shape[-1]
+        # Penalties: the admitted requests' rows; in a batch mixing prefill chunks into decoding,
+        # a request that already decodes keeps its own.
+        mixed = not batch.forward_mode.is_extend()
+        fresh = [i for i, r in enumerate(batch.reqs) if not (mixed and r.output_ids)]
         self._penalties = state_for(self._penalties, [batch.reqs[i] for i in fresh],
-                                    self.target_worker.model_runner.req_to_token_pool.size, vocab, self.device)
+                                    self.target_worker.model_runner.req_to_token_pool.size,
+                                    self.target_worker.model_runner.model_config.vocab_size, self.device)
         if self._penalties is not None and fresh:
             rows = torch.tensor(fresh, dtype=torch.long).to(self.device, non_blocking=True)
             self._penalties.admit([batch.reqs[i] for i in fresh], batch.req_pool_indices[rows], new[rows])

@@ -106,9 +106,10 @@ def test_penalty_state_counts_committed_tokens_in_order():
 
     from sglang_ddtree.engine.penalty_state import PenaltyState, penalised
 
-    def req(chunked=0, **sp):
+    def req(chunked=0, output_ids=(), **sp):
         tok = types.SimpleNamespace(eos_token_id=2, additional_stop_token_ids=None)
-        return types.SimpleNamespace(sampling_params=SamplingParams(**sp), tokenizer=tok, is_chunked=chunked)
+        return types.SimpleNamespace(sampling_params=SamplingParams(**sp), tokenizer=tok, is_chunked=chunked,
+                                     output_ids=list(output_ids))
 
     a, b = req(frequency_penalty=0.1, stop_token_ids=[5]), req(chunked=1, repetition_penalty=1.5)
     assert penalised(a) and penalised(b) and not penalised(req()) and penalised(req(min_new_tokens=3))
@@ -124,3 +125,7 @@ def test_penalty_state_counts_committed_tokens_in_order():
     want = want + st.freq[3]
     assert st.cum_freq[3, 6] == want and st.cum_freq[3, 7] == st.freq[3]  # three 6s: one add each
     assert st.out_len.tolist() == [0, 1, 0, 4] and st.present[1].nonzero().flatten().tolist() == [1]
+    # A request prefilled again (after a retraction) counts the output it already has first.
+    c = req(output_ids=[4, 4], frequency_penalty=0.5)
+    st.admit([c], torch.tensor([0]), torch.tensor([4]))
+    assert st.out_len[0] == 3 and float(st.cum_freq[0, 4]) == 1.5 and bool(st.present[0, 4])

@@ -57,8 +57,9 @@ class PenaltyState:
         self.min_new = torch.zeros(slots, dtype=torch.int32, device=device)
 
     def admit(self, reqs, slots: torch.Tensor, first_tokens: torch.Tensor) -> None:
-        """Reset the rows of ``reqs`` (pool ``slots [n]``) to their sampling parameters and count
-        each one's first output token ``first_tokens [n]`` unless it is still being prefilled."""
+        """Reset the rows of ``reqs`` (pool ``slots [n]``) to their sampling parameters, count
+        the output a request already has (one prefilled again after a retraction) and then the
+        token its prefill sampled, ``first_tokens [n]``, unless it is still being prefilled."""
         dev = self.cum_freq.device
         slots = slots.long()
         params = [[float(getattr(r.sampling_params, f, n) if getattr(r.sampling_params, f, n) is not None else n)
@@ -75,6 +76,12 @@ class PenaltyState:
             if ids:
                 stop_rows[i, ids] = True
         self.stop[slots] = stop_rows.to(dev, non_blocking=True)
+        history = [list(getattr(r, "output_ids", None) or ()) for r in reqs]
+        longest = max((len(h) for h in history), default=0)
+        if longest:
+            rows = torch.tensor([h + [0] * (longest - len(h)) for h in history], dtype=torch.long)
+            self.commit(slots, rows.to(dev, non_blocking=True),
+                        torch.tensor([len(h) for h in history], dtype=torch.int32).to(dev, non_blocking=True))
         done = torch.tensor([not getattr(r, "is_chunked", 0) for r in reqs], dtype=torch.bool).to(dev, non_blocking=True)
         self.commit(slots, first_tokens.view(-1, 1), done.to(torch.int32))
 
