@@ -221,7 +221,7 @@ class DDTreeWorker(DFlashWorkerV2):
         mixed = not batch.forward_mode.is_extend()
         fresh = [i for i, r in enumerate(batch.reqs) if not (mixed and r.output_ids)]
         self._penalties = state_for(self._penalties, [batch.reqs[i] for i in fresh],
-                                    self.target_worker.model_runner.req_to_token_pool.size,
+                                    self.target_worker.model_runner.req_to_token_pool.req_to_token.shape[0],
                                     self.target_worker.model_runner.model_config.vocab_size, self.device)
         if self._penalties is not None and fresh:
             rows = torch.tensor(fresh, dtype=torch.long).to(self.device, non_blocking=True)

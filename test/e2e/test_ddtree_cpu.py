@@ -339,15 +339,22 @@ def test_random_drafter_is_lossless(batches, reference, budget):
         assert m["spec_num_proposed_drafts"] == m["spec_verify_ct"] * budget
 
 
-def test_structured_output_equals_no_speculation(reference):
+@pytest.fixture(scope="module")
+def oracle_features(reference):
+    """One engine with the full-path oracle over the grammar and penalty batches' continuations."""
+    runs, after = _run([GRAMMAR, PENALTIES], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]},
+                       **_ddtree(budget=15))
+    return runs, after
+
+
+def test_structured_output_equals_no_speculation(oracle_features, reference):
     """Grammar-constrained requests (regex, JSON schema, EBNF) served by DDTREE: the grammar's
     mask applied at every tree node, the grammar advanced along each path; with the full-path
     oracle (the tree holds the constrained continuation) whole paths are accepted, and the
     outputs equal no speculation token for token, the text matching its grammar."""
     import re
 
-    runs, after = _run([GRAMMAR], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]},
-                       **_ddtree(budget=15))
+    runs, after = oracle_features
     assert _ids(runs[0]) == reference["grammar"]
     assert _ids(after) == reference["after"]
     assert max(o["meta_info"]["spec_accept_length"] for o in runs[0]) > 2.0, [o["meta_info"] for o in runs[0]]
@@ -358,16 +365,14 @@ def test_structured_output_equals_no_speculation(reference):
     assert re.fullmatch("(x|yz| )+", text[2]), text[2]
 
 
-def test_penalties_equal_no_speculation(reference):
+def test_penalties_equal_no_speculation(oracle_features, reference):
     """Frequency, presence and repetition penalties and min_new_tokens, one kind per request in
     one batch: every tree node penalised from its own path (core/path_penalties.py); with the
     full-path oracle (the tree holds the penalised continuation) whole paths are accepted and the
     outputs equal no speculation token for token, where the penalties change the output."""
-    runs, after = _run([PENALTIES], env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]},
-                       **_ddtree(budget=15))
-    assert _ids(runs[0]) == reference["penalties"]
-    assert _ids(after) == reference["after"]
-    for o in runs[0]:
+    runs, _ = oracle_features
+    assert _ids(runs[1]) == reference["penalties"]
+    for o in runs[1]:
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2], o["meta_info"]
     changed = [a != b for a, b in zip(reference["penalties"][:3], reference["pen_plain"][:3])]
     assert all(changed), changed  # each penalty changes the greedy continuation
