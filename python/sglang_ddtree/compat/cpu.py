@@ -45,8 +45,8 @@ only changes behaviour when ``server_args.device == "cpu"`` (or in the CPU atten
 9. The xgrammar backend allocates every grammar bitmask with ``pin_memory=True``, which torch
    refuses without a CUDA driver, and applies a bitmask to logits on GPU devices only, so
    structured output fails on the CPU engine with or without speculation. On CPU logits the
-   hooks allocate the same bitmask unpinned and apply it in plain torch (a token whose bit is
-   clear gets -inf).
+   hooks allocate the same bitmask unpinned and apply it with xgrammar's own CPU kernel (a token
+   whose bit is clear gets -inf).
 """
 
 from __future__ import annotations
@@ -172,22 +172,12 @@ def _unpinned_bitmask(original, vocab_size: int, batch_size: int):
     return torch.full(xg.get_bitmask_shape(batch_size, vocab_size), -1, dtype=xg.bitmask_dtype)
 
 
-def apply_bitmask_cpu(logits, vocab_mask) -> None:
-    """``logits [rows, vocab]`` in place: -inf where the packed bitmask ``vocab_mask [rows,
-    ceil(vocab / 32)]`` (int32, bit ``t % 32`` of word ``t // 32`` set = token ``t`` allowed)
-    has the bit clear."""
-    import torch
-
-    rows, vocab = logits.shape[0], logits.shape[-1]
-    shifts = torch.arange(32, dtype=torch.int32, device=vocab_mask.device)
-    allowed = ((vocab_mask[:rows].unsqueeze(-1) >> shifts) & 1).bool().reshape(rows, -1)[:, :vocab]
-    logits.masked_fill_(~allowed.to(logits.device), float("-inf"))
-
-
 def _apply_bitmask_on_cpu(original, self, logits, vocab_mask):
     if logits.device.type != "cpu":
         return original(self, logits, vocab_mask)
-    apply_bitmask_cpu(logits, vocab_mask)
+    import xgrammar
+
+    xgrammar.apply_token_bitmask_inplace(logits, vocab_mask.to(logits.device), backend="cpu")
 
 
 def register_cpu_hooks() -> None:
