@@ -220,12 +220,13 @@ class DDTreeWorker(DFlashWorkerV2):
         # a request that already decodes keeps its own.
         mixed = not batch.forward_mode.is_extend()
         fresh = [i for i, r in enumerate(batch.reqs) if not (mixed and r.output_ids)]
-        self._penalties = state_for(self._penalties, [batch.reqs[i] for i in fresh],
+        admitted = [batch.reqs[i] for i in fresh]
+        self._penalties = state_for(self._penalties, admitted,
                                     self.target_worker.model_runner.req_to_token_pool.req_to_token.shape[0],
                                     self.target_worker.model_runner.model_config.vocab_size, self.device)
         if self._penalties is not None and fresh:
             rows = torch.tensor(fresh, dtype=torch.long).to(self.device, non_blocking=True)
-            self._penalties.admit([batch.reqs[i] for i in fresh], batch.req_pool_indices[rows], new[rows])
+            self._penalties.admit(admitted, batch.req_pool_indices[rows], new[rows])
         return out
 
     def _decode_step(self, batch, on_publish, grammar_barrier=None) -> GenerationBatchResult:

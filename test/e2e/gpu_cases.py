@@ -56,6 +56,16 @@ GRAMMARS = [dict(regex="(ab|cd)+e?"),
 # Penalties (``penalties`` cases): one kind per prompt, likewise against a plain run with them.
 PENALTIES = [dict(frequency_penalty=0.9), dict(presence_penalty=1.2), dict(repetition_penalty=1.6),
              dict(min_new_tokens=25)]
+PER_PROMPT = {"grammar": GRAMMARS, "penalties": PENALTIES}
+
+
+def per_prompt_options(checks: dict) -> Optional[list]:
+    """The sampling options a case adds to each prompt (its ``grammar`` / ``penalties`` check),
+    or None. Such runs may end early (a grammar's end, EOS) and are compared with a plain run of
+    the same options."""
+    picked = [v for k, v in PER_PROMPT.items() if checks.get(k)]
+    assert len(picked) <= 1, checks
+    return picked[0] if picked else None
 # What the H200 showed for every rerun on the tiny hybrid: with its radix-cache
 # strategy unresolved (no tracking; see the radix cases below), reruns from cached prefixes leave the cache-less rerun, with and without
 # speculation (sglang's DFLASH too), and no decode step is cached at a tracking boundary.
@@ -475,10 +485,9 @@ def run_case(name: str, out: Path) -> dict:
         with_top2 = plain or bool(checks.get("logprobs"))
         extra = dict(return_logprob=True, top_logprobs_num=2) if with_top2 else {}
         params = [dict(temperature=0.0, max_new_tokens=n, ignore_eos=False) for n in new]
-        if checks.get("grammar"):
-            params = [dict(p, **g) for p, g in zip(params, GRAMMARS)]
-        if checks.get("penalties"):
-            params = [dict(p, **q) for p, q in zip(params, PENALTIES)]
+        options = per_prompt_options(checks)
+        if options:
+            params = [dict(p, **o) for p, o in zip(params, options)]
         if checks.get("serial"):
             outs = [engine.generate(input_ids=[p], sampling_params=[sp], **extra)[0] for p, sp in zip(PROMPTS, params)]
         else:
@@ -620,11 +629,11 @@ def _ok(results: dict, name: str) -> dict:
 
 
 def assert_plain(results: dict, model: str) -> None:
-    """The plain reference ran with decode CUDA graphs and produced every token (a grammar run:
-    at least one token per request; a grammar may end it early)."""
+    """The plain reference ran with decode CUDA graphs and produced every token (a run with
+    per-prompt options: at least one token per request; a grammar or EOS may end it early)."""
     rec = _ok(results, f"plain-{model}")
     assert "target decode" in rec["graphs"], rec["graphs"]
-    if CASES[f"plain-{model}"][2].get("grammar") or CASES[f"plain-{model}"][2].get("penalties"):
+    if per_prompt_options(CASES[f"plain-{model}"][2]):
         assert all(0 < len(o) <= REF_NEW for o in rec["output_ids"])
     else:
         assert all(len(o) == REF_NEW for o in rec["output_ids"])
@@ -719,7 +728,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                 if gid == rid:
                     worst, seen = max(worst, abs(glp - rlp)), seen + 1
         assert seen > 0 and worst <= LOGPROB_TOL, dict(worst=worst, positions=seen)
-    if checks.get("grammar") or checks.get("penalties"):  # whole paths accepted under masks / penalties
+    if per_prompt_options(checks):  # whole paths accepted under the grammars' masks / the penalties
         assert max(m.get("spec_accept_length", 0.0) for m in rec["meta_info"]) > 2.0, rec["meta_info"]
     elif checks.get("oracle"):
         want = ORACLE_HISTOGRAM[checks["oracle"]]

@@ -28,10 +28,15 @@ NEUTRAL = (("frequency_penalty", 0.0), ("presence_penalty", 0.0), ("repetition_p
            ("min_new_tokens", 0))
 
 
+def _params(req) -> List[float]:
+    """``req``'s frequency, presence and repetition penalties and min_new_tokens (None: neutral)."""
+    sp = req.sampling_params
+    return [neutral if getattr(sp, f, None) is None else getattr(sp, f) for f, neutral in NEUTRAL]
+
+
 def penalised(req) -> bool:
     """Whether ``req`` asks for a penalty or ``min_new_tokens``."""
-    sp = req.sampling_params
-    return any(getattr(sp, f, neutral) not in (None, neutral) for f, neutral in NEUTRAL)
+    return any(v != neutral for v, (_, neutral) in zip(_params(req), NEUTRAL))
 
 
 def _stop_ids(req) -> List[int]:
@@ -62,9 +67,7 @@ class PenaltyState:
         token its prefill sampled, ``first_tokens [n]``, unless it is still being prefilled."""
         dev = self.cum_freq.device
         slots = slots.long()
-        params = [[float(getattr(r.sampling_params, f, n) if getattr(r.sampling_params, f, n) is not None else n)
-                   for f, n in NEUTRAL] for r in reqs]
-        p = torch.tensor(params, dtype=torch.float32).to(dev, non_blocking=True)
+        p = torch.tensor([_params(r) for r in reqs], dtype=torch.float32).to(dev, non_blocking=True)
         self.freq[slots], self.pres[slots], self.rep[slots] = p[:, 0], p[:, 1], p[:, 2]
         self.min_new[slots] = p[:, 3].to(torch.int32)
         self.cum_freq[slots] = 0.0
