@@ -121,6 +121,11 @@ DDTREE_FLAGS = (
     "speculative_ddtree_tree_attention",
 )
 TREE_ATTENTION = ("auto", "split-kv", "backend")
+# Attention backends whose target-verify kernels apply the verify input's ``custom_mask`` to a
+# DFLASH-family input (topk 1), so the tree mask reaches them: triton and flashinfer on GPUs,
+# intel_amx on CPU. The others (fa3, fa4, trtllm_mha, ...) read a mask only on EAGLE's topk > 1
+# path and would let every tree node attend to every other; they are refused.
+TREE_MASK_BACKENDS = ("triton", "flashinfer", "intel_amx")
 # How a hybrid target's GatedDeltaNet layers verify the tree (--speculative-ddtree-gdn-mode).
 GDN_SNAPSHOT, GDN_WY = "snapshot", "wy"
 GDN_MODES = (GDN_SNAPSHOT, GDN_WY)
@@ -180,6 +185,7 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         # chain workers it knows; DDTREE's tree verify and commit write the eager ping-pong slot.
         raise ValueError("--speculative-algorithm DDTREE does not support --mamba-radix-cache-strategy "
                          "extra_buffer_lazy; use extra_buffer (or auto) instead.")
+    check_attention_backends(server_args)
     ta = server_args.speculative_ddtree_tree_attention
     if ta not in TREE_ATTENTION:
         raise ValueError(f"--speculative-ddtree-tree-attention must be one of {', '.join(TREE_ATTENTION)}, got {ta!r}.")
@@ -199,6 +205,20 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
         # The cross-check runs sglang's per-node verify in Python beside ours: not in a graph.
         raise ValueError(f"{WY_CHECK.name}=1 needs the eager tree verify: add --speculative-ddtree-eager-verify "
                          f"(or unset {WY_CHECK.name}).")
+
+
+def check_attention_backends(server_args, defaulted: bool = False) -> None:
+    """Refuse a target attention backend that would not apply the tree mask, naming the flag:
+    at launch for the flags given, and again when the worker starts, after sglang resolved its
+    default (``defaulted``: say so)."""
+    for flag in ("attention_backend", "decode_attention_backend", "prefill_attention_backend"):
+        b = getattr(server_args, flag, None)
+        if b is not None and b not in TREE_MASK_BACKENDS:
+            raise ValueError(
+                f"--speculative-algorithm DDTREE needs an attention backend that applies the tree mask "
+                f"({TREE_MASK_BACKENDS[0]} or {TREE_MASK_BACKENDS[1]}); got --{flag.replace('_', '-')} {b}"
+                f"{' (sglang chose it for this GPU and model)' if defaulted else ''}: "
+                f"add --attention-backend triton (or flashinfer).")
 
 
 def _resolve_budget(server_args) -> None:

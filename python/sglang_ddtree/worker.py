@@ -51,7 +51,7 @@ from .engine.penalty_state import penalised, state_for
 from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
-from .server_args import GDN_SNAPSHOT, GDN_WY, drafter_block_size, eager_verify
+from .server_args import GDN_SNAPSHOT, GDN_WY, check_attention_backends, drafter_block_size, eager_verify
 from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking
 
 logger = logging.getLogger(__name__)
@@ -160,6 +160,7 @@ class DDTreeWorker(DFlashWorkerV2):
     def init_attention_backends(self):
         """sglang's, then the hybrid target's GDN mode: DFLASH decides there whether the target
         has linear-attention state to commit after a verify."""
+        check_attention_backends(self.target_worker.model_runner.server_args, defaulted=True)
         super().init_attention_backends()
         self.gdn = self._gdn_mode if self._need_mamba_verify_commit else None
         if self.oracle_rate > 0 and self.gdn is not None:

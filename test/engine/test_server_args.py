@@ -58,8 +58,10 @@ def test_defaults_and_verify_width(server_args_cls):
     (dict(speculative_draft_window_size=64), "--speculative-draft-window-size"),
     (dict(mamba_radix_cache_strategy="extra_buffer_lazy"), "--mamba-radix-cache-strategy"),
     (dict(speculative_ddtree_tree_attention="fast"), "--speculative-ddtree-tree-attention must be one of"),
-    (dict(speculative_ddtree_tree_attention="split-kv", attention_backend="torch_native"),
+    (dict(speculative_ddtree_tree_attention="split-kv", attention_backend="flashinfer"),
      "--speculative-ddtree-tree-attention split-kv runs on --attention-backend triton"),
+    (dict(attention_backend="fa3"), "applies the tree mask .*--attention-backend fa3: add --attention-backend triton"),
+    (dict(attention_backend="triton", decode_attention_backend="torch_native"), "--decode-attention-backend torch_native"),
 ])
 def test_invalid_values_fail_naming_the_flag(server_args_cls, kw, flag):
     with pytest.raises(ValueError, match=flag):
@@ -191,3 +193,17 @@ def test_extra_buffer_test_switch_resolves_the_tiny_hybrid_to_extra_buffer(serve
 
 def test_pages_of_many_tokens_are_accepted(server_args_cls):
     assert _args(server_args_cls, page_size=16).page_size == 16
+
+
+def test_a_default_backend_without_the_tree_mask_is_refused_when_the_worker_starts():
+    """sglang resolves the default attention backend after our launch checks (fa3 on Hopper);
+    the worker checks the resolved one and says it was sglang's choice."""
+    import types
+
+    from sglang_ddtree.server_args import check_attention_backends
+
+    ok = types.SimpleNamespace(attention_backend="flashinfer", decode_attention_backend=None,
+                               prefill_attention_backend=None)
+    check_attention_backends(ok, defaulted=True)
+    with pytest.raises(ValueError, match="got --attention-backend fa3 \\(sglang chose it"):
+        check_attention_backends(types.SimpleNamespace(attention_backend="fa3"), defaulted=True)

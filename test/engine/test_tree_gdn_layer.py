@@ -184,3 +184,16 @@ def test_wy_hook_passes_other_calls_through(monkeypatch):
     serve("DDTREE", "wy")
     with pytest.raises(NotImplementedError, match="--speculative-ddtree-gdn-mode wy"):
         call(True, False, backend_linear=object())
+
+
+@pytest.mark.gpu
+def test_int32_conversions_of_temporaries_are_never_confused():
+    """The commit converts its index inputs once each; temporaries made one after another (the
+    tracked pass's lengths, then its destination slots) get the same address from CUDA's caching
+    allocator, and must still convert to their own values. (CPU allocations are not reused so,
+    hence a GPU test; the layer test's tracked states failed on the H200 for this reason.)"""
+    from sglang_ddtree.engine.tree_gdn import _Int32Once
+
+    i32 = _Int32Once()
+    for v in range(20):
+        assert i32(torch.full((4,), v, dtype=torch.int64, device="cuda")).tolist() == [v] * 4

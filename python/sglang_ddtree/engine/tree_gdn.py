@@ -359,17 +359,19 @@ def layer_runs(layers: List[int]) -> List[Tuple[int, int]]:
 
 
 class _Int32Once:
-    """``t.to(int32).contiguous()``, converted once per source tensor."""
+    """``t.to(int32).contiguous()``, converted once per source tensor. The sources are kept
+    alive with their conversions: a freed temporary's memory is handed to the next one by the
+    caching allocator, and a key by address alone would then return the old conversion."""
 
     def __init__(self):
         self._seen = {}
 
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
         key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-        out = self._seen.get(key)
-        if out is None:
-            out = self._seen[key] = t.to(torch.int32).contiguous()
-        return out
+        hit = self._seen.get(key)
+        if hit is None:
+            hit = self._seen[key] = (t, t.to(torch.int32).contiguous())
+        return hit[1]
 
 
 def _worst(rows):
