@@ -71,6 +71,11 @@ def per_prompt_options(checks: dict) -> Optional[list]:
 # speculation (sglang's DFLASH too), and no decode step is cached at a tracking boundary.
 RERUN_KNOWN = ("tiny hybrid: reruns from cached prefixes differ from the cache-less rerun in sglang 0.5.17 with "
                "and without speculation (results/ARCHIVE.md); this case matched its sglang control")
+# On the H200 (RESULTS 1): the head-dim-64 tiny hybrid's speculative runs leave its plain run at
+# top-2 gaps up to 0.2 nats in bf16 — sglang's own DFLASH on flashinfer, and DDTREE on
+# flashinfer and triton, wy and snapshot, graph and eager verify, all with the same tokens.
+HD64_HYBRID_SPEC = ("sglang's own DFLASH leaves plain decoding on the head-dim-64 tiny hybrid (bf16 top-2 gaps up to "
+                    "0.2 nats); DDTREE's cases are held to it token for token (spec_like)")
 # Test-only: sglang's extra-buffer strategy (decode-time state tracking) for the tiny text-only
 # hybrid target (testing/extra_buffer_arch.py), so the tracking paths run on a GPU.
 XB_ENV = {"SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS": "Qwen3_5ForCausalLM"}
@@ -293,17 +298,14 @@ CASES = {
            ("ddtree16-oracle-sibling", lambda m=m, be=be: _ddtree(16, f"{m}@{be}", **_wy(m)), {"oracle": "sibling"}),
            ("ddtree64", lambda m=m, be=be: _ddtree(64, f"{m}@{be}", **_wy(m)), {}),
            ("ddtree-auto", lambda m=m, be=be: _auto(f"{m}@{be}", **_wy(m)), {"auto": True}))},
-    # Beside them on flashinfer: sglang's own DFLASH (its chain verify through the same backend),
-    # the hybrid through sglang's per-node GatedDeltaNet path and without the verify graph; and
-    # the head-dim-64 hybrid on triton (the model itself against its plain run there).
-    **{f"dflash-{m}@flashinfer": (f"{m}@flashinfer", lambda m=m: _dflash(f"{m}@flashinfer"), {})
+    # The controls beside them: sglang's own DFLASH on the same backend, and the hybrid through
+    # sglang's per-node GatedDeltaNet path there.
+    **{f"dflash-{m}@flashinfer": (f"{m}@flashinfer", lambda m=m: _dflash(f"{m}@flashinfer"),
+                                  {"known_bad": HD64_HYBRID_SPEC} if m == "qwen3564" else {})
        for m in ("llama64", "qwen3564")},
     "ddtree64-qwen3564-snapshot@flashinfer": ("qwen3564@flashinfer", lambda: _ddtree(
-        64, "qwen3564@flashinfer", speculative_ddtree_gdn_mode="snapshot", disable_radix_cache=True), {}),
-    "ddtree64-qwen3564-eager@flashinfer": ("qwen3564@flashinfer", lambda: _ddtree(
-        64, "qwen3564@flashinfer", speculative_ddtree_eager_verify=True, **_wy("qwen3564")), {"eager": True}),
-    "plain-qwen3564@triton": ("qwen3564@triton", dict, {}),
-    "ddtree64-qwen3564@triton": ("qwen3564@triton", lambda: _ddtree(64, "qwen3564@triton", **_wy("qwen3564")), {}),
+        64, "qwen3564@flashinfer", speculative_ddtree_gdn_mode="snapshot", disable_radix_cache=True),
+        {"spec_like": "dflash-qwen3564@flashinfer"}),
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
     # is outside sglang 0.5.17's hybrid radix-cache resolution (_MAMBA_RADIX_CACHE_ARCHS), so the
@@ -391,6 +393,9 @@ WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree64-qwen35-wy", "dd
 # Attention backends other than triton (model keys NAME@BACKEND): their own suite,
 # test_gpu_backends.py, until they pass on a GPU.
 BACKENDS = tuple(n for n in CASES if "@" in n)
+for _n in BACKENDS:  # the hybrid's DDTREE cases are held to sglang's DFLASH where that leaves plain
+    if _n.startswith("ddtree") and "-qwen3564" in _n:
+        CASES[_n][2].setdefault("spec_like", "dflash-qwen3564@flashinfer")
 PREVIEW = tuple(n for n in CASES if n not in BACKENDS and (("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
                 or n.startswith("ddtree-auto") or n.endswith("-radix") or n.endswith("-rerun")
                 or n == "ddtree128-qwen35"))
@@ -724,6 +729,19 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                 # DDTREE cases that matched their control above (RERUN_KNOWN).
                 assert rec["model"] == "qwen35" and (checks.get("control") or checks.get("rerun_like")), detail
                 known = f"known: {RERUN_KNOWN} ({detail})"
+    if checks.get("spec_like") and not passed:
+        # Where sglang's own DFLASH on the same backend leaves the plain run as well, the case
+        # must equal it token for token: the divergence is then the speculative verify's shapes
+        # in bf16, shared with sglang's own engine, not DDTREE's.
+        like = _ok(results, checks["spec_like"])
+        like_cmp = [compare_to_reference(got, r[:n], top2) for got, r, top2, n in
+                    zip(like["output_ids"], ref["output_ids"], ref["top2"], like["max_new_tokens"])]
+        assert not all(c["equal"] or (c["near_tie"] and c["near_tie"]["ok"]) for c in like_cmp), dict(
+            control_matches_plain=checks["spec_like"], cmp=cmp)
+        for i, (got, r) in enumerate(zip(rec["output_ids"], like["output_ids"])):
+            n = min(len(got), len(r))
+            assert n > 0 and got[:n] == r[:n], dict(request=i, got=got, like=r)
+        return f"known: equal to {checks['spec_like']} token for token; both leave plain decoding ({cmp})"
     if checks.get("known_bad") and not passed:
         return f"known: {checks['known_bad']} ({cmp})"
     if known is not None:

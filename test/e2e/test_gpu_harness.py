@@ -253,3 +253,32 @@ def test_backend_cases_run_on_their_backend_against_their_own_reference():
         assert json.loads((Path(kw["model_path"]) / "config.json").read_text())["head_dim"] == 64
     assert not set(gpu_cases.BACKENDS) & (set(gpu_cases.SMOKE) | set(gpu_cases.PREVIEW))
     assert {n.split("-", 1)[0] for n in gpu_cases.BACKENDS} == {"plain", "dflash", "ddtree16", "ddtree64", "ddtree"}
+
+
+def test_a_case_held_to_sglangs_dflash_passes_only_as_its_exact_copy():
+    """``spec_like``: a case that leaves the plain run (beyond a near tie) is reported as known
+    only when sglang's DFLASH control leaves it too and the case equals the control token for
+    token; otherwise it fails."""
+    name, ctl = "ddtree64-qwen3564@flashinfer", "dflash-qwen3564@flashinfer"
+    assert gpu_cases.CASES[name][2]["spec_like"] == ctl
+    n = 8
+    ref = [[5] * n] * 4
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * n)] * 4
+    plain = dict(name="plain-qwen3564@flashinfer", model="qwen3564@flashinfer", rc=0, output_ids=ref, top2=top,
+                 graphs=["target decode"])
+    off = [[5, 5, 6, 6, 6, 6, 6, 6]] + [[5] * n] * 3  # request 0 leaves plain at a clear gap
+
+    def rec(nm, out):
+        return dict(name=nm, model="qwen3564@flashinfer", rc=0, max_new_tokens=[n] * 4, graphs=["target verify"],
+                    output_ids=out, meta_info=[{}] * 4, ddtree={"verify_cuda_graph_steps": 3})
+
+    def results(case_out, ctl_out):
+        return {plain["name"]: plain, name: rec(name, case_out), ctl: rec(ctl, ctl_out)}
+
+    assert gpu_cases.assert_speculative(results(ref, off), name) is None  # equal to plain: a pass
+    assert gpu_cases.assert_speculative(results(off, off), name).startswith("known: equal to " + ctl)
+    with pytest.raises(AssertionError, match="control_matches_plain"):
+        gpu_cases.assert_speculative(results(off, ref), name)
+    other = [[5, 5, 6, 7, 7, 7, 7, 7]] + [[5] * n] * 3
+    with pytest.raises(AssertionError, match="like"):
+        gpu_cases.assert_speculative(results(other, off), name)
