@@ -116,6 +116,10 @@ TEST_NOMASK_CONTROL = _declare(
     "SGLANG_DDTREE_TEST_NOMASK_CONTROL", "test", "bool", False,
     "Negative control: the tree verify graphs are captured without the tree mask, so DDTREE output "
     "must differ from no speculation (testing/plugin.py).")
+TEST_POOL_COUNTS = _declare(
+    "SGLANG_DDTREE_TEST_POOL_COUNTS", "test", "bool", False,
+    "/server_info internal_states[i].pool_counts: the scheduler's allocator counts (KV, request and "
+    "linear-attention state pools) for leak checks from a client (testing/pool_counts.py).")
 TRITON_INTERP_CHILD = _declare(
     "SGLANG_DDTREE_TRITON_INTERP_CHILD", "test", "bool", False,
     "Set by the kernel tests in the child process they re-run themselves in under TRITON_INTERPRET=1.")
@@ -144,7 +148,7 @@ VENV = _declare(
 
 def wants_test_plugin() -> bool:
     """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
-    return any(v.is_set() for v in (TEST_ORACLE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL))
+    return any(v.is_set() for v in (TEST_ORACLE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_POOL_COUNTS))
 
 
 def describe(kind: Optional[str] = None) -> str:

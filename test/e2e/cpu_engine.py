@@ -1,9 +1,10 @@
-"""Helpers to run real sglang on CPU in tests: Engine construction, HF references."""
+"""Helpers to run real sglang on CPU in tests: Engine construction, HTTP servers, HF references."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+from pathlib import Path
 from typing import Dict, List
 
 from sglang_ddtree.testing import tiny_models
@@ -114,31 +115,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def cpu_server(model: str, log_path, extra_args=(), env=None, startup_timeout_s: int = 300):
-    """Run ``python -m sglang.launch_server`` on CPU with a tiny model until the block exits.
+HARNESS = Path(__file__).resolve().parents[1] / "harness"  # the CPU stand-in for sgl_kernel
 
-    Yields (base_url, process). Fails the test with the server log's tail if the server
-    exits or never becomes healthy.
-    """
+
+def cpu_engine_env() -> Dict[str, str]:
+    """What a spawned sglang process needs to run on sglang's CPU engine here: the CPU stand-in
+    for ``sgl_kernel`` (``test/harness``) first on ``PYTHONPATH`` and ``SGLANG_USE_CPU_ENGINE=1``
+    (test/conftest.py sets the same for the pytest process)."""
+    import os
+
+    path = [str(HARNESS)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HARNESS)]
+    return {"PYTHONPATH": os.pathsep.join(path), "SGLANG_USE_CPU_ENGINE": "1"}
+
+
+def cpu_server_args(model: str, extra_args=()) -> List[str]:
+    """``sglang.launch_server`` arguments of a CPU test server on the tiny ``model`` (float32, a
+    4096-token KV pool, at most 8 running requests, no overlap scheduling), then ``extra_args``."""
+    return [
+        "--model-path", str(tiny_models.model_path(model)),
+        "--device", "cpu", "--dtype", "float32", "--mem-fraction-static", "0.3",
+        "--max-total-tokens", "4096", "--max-running-requests", "8",
+        "--disable-overlap-schedule", "--log-level", "warning", *map(str, extra_args),
+    ]
+
+
+class ServerStartError(RuntimeError):
+    """An HTTP server exited or never became healthy; the message ends with its log's tail."""
+
+
+@contextlib.contextmanager
+def http_server(args, log_path, env=None, startup_timeout_s: int = 300):
+    """Run ``python -m sglang.launch_server ARGS --host 127.0.0.1 --port <free port>`` (its own
+    process group; stdout and stderr to ``log_path``; the environment plus ``env``) until the
+    block exits, then SIGTERM the group (SIGKILL after 30 s).
+
+    Yields ``(base_url, process)`` once ``/health_generate`` answers 200. Raises
+    :class:`ServerStartError` if the process exits first or ``startup_timeout_s`` passes."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    import pytest
     import requests
 
     port = free_port()
-    cmd = [
-        sys.executable, "-m", "sglang.launch_server",
-        "--model-path", str(tiny_models.model_path(model)),
-        "--device", "cpu", "--dtype", "float32", "--mem-fraction-static", "0.3",
-        "--max-total-tokens", "4096", "--max-running-requests", "8",
-        "--disable-overlap-schedule", "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "warning", *map(str, extra_args),
-    ]
+    cmd = [sys.executable, "-m", "sglang.launch_server", *map(str, args),
+           "--host", "127.0.0.1", "--port", str(port)]
     with open(log_path, "w") as f:
         proc = subprocess.Popen(
             cmd, stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})),
@@ -149,19 +172,42 @@ def cpu_server(model: str, log_path, extra_args=(), env=None, startup_timeout_s:
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{open(log_path).read()[-4000:]}")
+                raise ServerStartError(f"server exited with {proc.returncode}:\n{open(log_path).read()[-4000:]}")
             try:
                 if requests.get(base + "/health_generate", timeout=5).status_code == 200:
                     break
             except requests.RequestException:
                 pass
             if time.time() > deadline:
-                pytest.fail(f"server did not become healthy:\n{open(log_path).read()[-4000:]}")
+                raise ServerStartError(f"server did not become healthy:\n{open(log_path).read()[-4000:]}")
             time.sleep(1)
         yield base, proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextlib.contextmanager
+def cpu_server(model: str, log_path, extra_args=(), env=None, startup_timeout_s: int = 300):
+    """Run ``python -m sglang.launch_server`` on CPU with a tiny model until the block exits
+    (:func:`cpu_server_args`, :func:`http_server`).
+
+    Yields (base_url, process). Fails the test with the server log's tail if the server
+    exits or never becomes healthy.
+    """
+    import pytest
+
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(http_server(cpu_server_args(model, extra_args), log_path, env,
+                                                     startup_timeout_s))
+        except ServerStartError as e:
+            pytest.fail(str(e))
+        yield handle

@@ -16,23 +16,39 @@ Modes, for a request whose committed output has length j (its last token is the 
 - ``nowhere``: the true token is never among the candidates: every step accepts 0.
 Past the end of the known continuation the candidates are arbitrary (nothing to match).
 Wrong candidates are drawn from tokens that differ from the true one.
+
+The file is read again whenever its modification time changes (checked at every draft), so a
+client may write the continuations after the server started (benchmark/ddtree/soak.py); write
+it atomically (a rename).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 
 import torch
 
 
 class OracleDrafter:
     def __init__(self, path: str):
-        data = json.loads(open(path).read())
+        self.path = path
+        self._mtime = None
+        self._load()
+
+    def _load(self) -> None:
+        """(Re)read the file if its modification time changed since the last read."""
+        mtime = os.stat(self.path).st_mtime_ns
+        if mtime == self._mtime:
+            return
+        with open(self.path) as f:
+            data = json.load(f)
+        if data["mode"] not in ("first", "sibling", "nowhere"):
+            raise ValueError(f"oracle mode {data['mode']!r}")
         self.mode = data["mode"]
-        if self.mode not in ("first", "sibling", "nowhere"):
-            raise ValueError(f"oracle mode {self.mode!r}")
         self.cont = {k: list(v) for k, v in data["continuations"].items()}
+        self._mtime = mtime
 
     def topk(self, reqs, L: int, K: int, vocab: int, device, prefix_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
         """``[bs, L, K]`` log-probs (sorted descending) and ids for the batch's requests.
@@ -44,6 +60,7 @@ class OracleDrafter:
             prefix_lens = [int(x) for x in prefix_lens.tolist()]  # one host read, test-only
         if K < 3:
             raise ValueError("the oracle drafter needs --speculative-ddtree-topk >= 3")
+        self._load()
         bs = len(reqs)
         probs = [0.9, 0.05] + [0.05 / (K - 2)] * (K - 2)
         lp = torch.tensor([math.log(p) for p in probs], dtype=torch.float32).expand(bs, L, K).clone()
@@ -57,7 +74,7 @@ class OracleDrafter:
             for d in range(1, L + 1):
                 i = j + d - 1
                 true = cont[i] if i < len(cont) else None
-                wrong = [t for t in range(vocab) if t != true][: K]
+                wrong = [t for t in range(min(K + 1, vocab)) if t != true][:K]
                 row = list(wrong)
                 if true is not None:
                     if self.mode == "first" or (self.mode == "sibling" and d > 1):

@@ -7,14 +7,16 @@ every process the plugin loads in.
 - ``SGLANG_DDTREE_TEST_NOMASK_CONTROL``: the tree verify graphs are captured without the tree
   mask (the negative control that proves the mask is applied: output must differ);
 - ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS``: sglang's mamba extra-buffer sets gain architectures
-  (``extra_buffer_arch.py``).
+  (``extra_buffer_arch.py``);
+- ``SGLANG_DDTREE_TEST_POOL_COUNTS``: ``/server_info`` reports the scheduler's allocator counts
+  (``pool_counts.py``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE
+from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,14 @@ def _capture_without_mask(original, runner, spec_info, num_tokens):
     return out
 
 
+def _with_pool_counts(result, self, *args, **kwargs):
+    from .pool_counts import pool_counts
+
+    if isinstance(getattr(result, "internal_state", None), dict):
+        result.internal_state["pool_counts"] = pool_counts(self)
+    return result
+
+
 def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
@@ -50,3 +60,6 @@ def register() -> None:
         from .extra_buffer_arch import apply_extra_buffer_archs
 
         logger.warning("sglang-ddtree TEST: mamba extra_buffer allowed for %s", apply_extra_buffer_archs())
+    if TEST_POOL_COUNTS.get():
+        HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
+                              HookType.AFTER)
