@@ -13,7 +13,7 @@ from sglang_ddtree.server_args import GDN_SNAPSHOT, GDN_WY
 from sglang_ddtree.worker import DDTreeWorker
 
 
-def _worker(monkeypatch, hybrid: bool, mode=GDN_WY, oracle_rate=0.0):
+def _worker(monkeypatch, hybrid: bool, mode=GDN_WY, oracle_rate=0.0, backend="triton"):
     from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 
     def base_init_backends(self):  # what sglang's DFLASH worker decides there
@@ -23,8 +23,17 @@ def _worker(monkeypatch, hybrid: bool, mode=GDN_WY, oracle_rate=0.0):
     w = object.__new__(DDTreeWorker)  # no engine: only the attributes the method reads
     w._need_mamba_verify_commit = False  # sglang's value before its backends exist
     w._gdn_mode, w.gdn, w.oracle_rate = mode, None, oracle_rate
-    w._target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(attn_backend=None))
+    args = types.SimpleNamespace(attention_backend=backend, decode_attention_backend=None,
+                                 prefill_attention_backend=None)
+    w._target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(attn_backend=None, server_args=args))
     return w
+
+
+def test_a_resolved_backend_without_the_tree_mask_stops_the_worker(monkeypatch):
+    """sglang picks the default attention backend after the launch checks (fa3 on Hopper): the
+    worker refuses it before the backends are made."""
+    with pytest.raises(ValueError, match="got --attention-backend fa3 \\(sglang chose it"):
+        _worker(monkeypatch, hybrid=False, backend="fa3").init_attention_backends()
 
 
 @pytest.mark.parametrize("hybrid,mode,want", [(True, GDN_WY, GDN_WY), (True, GDN_SNAPSHOT, GDN_SNAPSHOT),
