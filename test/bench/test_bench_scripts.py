@@ -100,8 +100,8 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """One sweep, each configuration in its own process: DDTREE-only arguments reach DDTREE only
     (a DDTREE flag given to the no-spec engine would fail its launch); --max-concurrency caps;
     --config-arg reaches its one configuration; --profile; DDTREE-auto serves with the budget
-    policy over --auto-table merged with the rows this sweep measured before it (the chain and
-    budget 8 measured here replace the given table's; budget 16 only in the given table)."""
+    policy over --auto-table merged with the rows this sweep measured before it (the chain
+    measured here replaces the given table's; budget 16 only in the given table)."""
     from sglang_ddtree.testing import tiny_models
 
     given = tmp_path / "earlier.json"
@@ -112,8 +112,8 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"),
                         "--target-path", str(tiny_models.model_path("llama")),
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
-                        "--configs", "no-spec", "DDTREE-8", "DDTREE-chain", "DDTREE-auto", "--concurrency", "1", "2",
-                        "--max-concurrency", "DDTREE-8=1", "--max-concurrency", "DDTREE-chain=1",
+                        "--configs", "no-spec", "DDTREE-chain", "DDTREE-auto", "--concurrency", "1", "2",
+                        "--max-concurrency", "DDTREE-chain=1",
                         "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "8", "--profile",
                         "--config-arg", "DDTREE-chain:speculative_ddtree_max_depth=7",
                         "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--auto-table", str(given),
@@ -124,17 +124,17 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     assert "failed" not in d["meta"], d["meta"]
     # --max-concurrency: the capped configurations run (and size their engines) at 1 only.
     assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [
-        ("no-spec", 1), ("no-spec", 2), ("DDTREE-8", 1), ("DDTREE-chain", 1), ("DDTREE-auto", 1)]
-    assert d["meta"]["over_cap"] == {"DDTREE-8": [2], "DDTREE-chain": [2], "DDTREE-auto": [2]}
+        ("no-spec", 1), ("no-spec", 2), ("DDTREE-chain", 1), ("DDTREE-auto", 1)]
+    assert d["meta"]["over_cap"] == {"DDTREE-chain": [2], "DDTREE-auto": [2]}
     assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {
-        "no-spec": 2, "DDTREE-8": 1, "DDTREE-chain": 1, "DDTREE-auto": 1}
+        "no-spec": 2, "DDTREE-chain": 1, "DDTREE-auto": 1}
     assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
     assert d["meta"]["config_args"] == {"DDTREE-chain": {"speculative_ddtree_max_depth": 7}}
-    # What the timed DDTREE steps did (auto: the choice of each, DDTREE-8: its steps; none for no-spec).
+    # What the timed DDTREE steps did (auto: the choice of each, the chain: its steps; none for no-spec).
     rows = {x["config"]: x for x in d["rows"]}
     assert "timed" not in rows["no-spec"]
-    assert rows["DDTREE-8"]["timed"]["steps"] >= 1
+    assert rows["DDTREE-chain"]["timed"]["steps"] >= 1
     # --profile: per decode step by op from two traced passes (CPU: "cpu_op" events), untimed.
     for x in d["rows"]:
         prof = x["profile"]
