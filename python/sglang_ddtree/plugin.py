@@ -3,8 +3,10 @@
 sglang calls :func:`register` in the launcher process and again first thing in every spawned
 scheduler process (``run_scheduler_process``), so everything registered here reaches the workers
 without relying on fork-inherited state. It registers the DDTREE algorithm and, through
-``HookRegistry``, the flags and the narrow hooks of ``compat/`` (one module per gap in sglang
-0.5.17); the test plugin (``testing/plugin.py``) only when a test variable asks for it.
+``HookRegistry``, the flags and the narrow hooks of ``compat/`` (one module per gap in sglang);
+the test plugin (``testing/plugin.py``) only when a test variable asks for it. Importing this
+module under an sglang release other than ``compat.releases.SUPPORTED_RELEASES`` raises
+``UnsupportedSglangRelease`` naming them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import os
 
 from . import config
+from .compat import releases  # noqa: F401  (refuses an unsupported sglang release at import)
 
 logger = logging.getLogger(__name__)
 

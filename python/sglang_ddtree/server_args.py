@@ -1,17 +1,18 @@
 """``--speculative-ddtree-*`` flags, in sglang's own ServerArgs style.
 
-sglang 0.5.17 has no seam for plugin flags: ``ServerArgs`` is a dataclass whose fields drive
-both the CLI (``add_cli_args_from_dataclass``) and ``sglang.Engine(**kwargs)``. The plugin
-therefore swaps in :class:`DDTreeServerArgs`, a subclass with our fields, through a
-``HookRegistry`` class REPLACE on ``sglang.srt.server_args.ServerArgs`` (which also rebinds
-every module that imported the name) plus ``Engine.server_args_class`` (a class attribute
-the propagation cannot reach). Values are validated when ``--speculative-algorithm DDTREE``
-is resolved (:func:`validate_ddtree_args`).
+sglang has no seam for plugin flags: ``ServerArgs``'s fields drive both the CLI
+(``add_cli_args_from_dataclass``) and ``sglang.Engine(**kwargs)``. The plugin therefore swaps in
+:class:`DDTreeServerArgs`, a subclass with our fields, through a ``HookRegistry`` class REPLACE on
+``sglang.srt.server_args.ServerArgs`` (which also rebinds every module that imported the name)
+plus ``Engine.server_args_class`` (a class attribute the propagation cannot reach):
+``compat/server_args_class.py``. The subclass is a record of the same kind as ``ServerArgs`` on
+each supported release (a dataclass on 0.5.17, a msgspec Struct on 0.5.23: ``compat/releases.py``).
+Values are validated when ``--speculative-algorithm DDTREE`` is resolved
+(:func:`validate_ddtree_args`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from typing import Annotated as A
@@ -20,6 +21,7 @@ from typing import Optional
 from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
 
+from .compat.releases import CURRENT, finish_server_args_class, record_fields
 from .config import WY_CHECK
 from .core.budget_choice import StepCostTable
 from .core.widths import WidthCaps, policy_width_caps, verify_width
@@ -32,10 +34,16 @@ ALGORITHM = "DDTREE"
 DEFAULT_BUDGET = 16
 DEFAULT_TOPK = 8
 MAX_BUDGET = 1024
+# Marked on a ServerArgs while a release that resolves in ``__post_init__`` resolves it (see
+# DDTreeServerArgs.__post_init__): whether --mem-fraction-static was given (sglang fills it in, so
+# afterwards an automatic value cannot be told from a given one). Absent: treated as given.
+FRACTION_GIVEN = "_ddtree_mem_fraction_given"
 
 
-@dataclasses.dataclass
 class DDTreeServerArgs(ServerArgs):
+    """sglang's ``ServerArgs`` with the ``--speculative-ddtree-*`` fields (made a record of
+    ``ServerArgs``' own kind by ``compat.releases.finish_server_args_class`` below)."""
+
     speculative_ddtree_budget: A[
         Optional[str],
         f"DDTREE: draft-tree node budget per request per step (root not counted). Default {DEFAULT_BUDGET}; "
@@ -106,6 +114,26 @@ class DDTreeServerArgs(ServerArgs):
         NS("spec"),
     ] = "auto"
 
+    def __post_init__(self):
+        """sglang's own construction step, then the refusal of DDTREE flags without
+        ``--speculative-algorithm DDTREE`` (ValueError naming them). On a release that resolves
+        the arguments in this step, whether ``--mem-fraction-static`` was given is marked on the
+        record (``FRACTION_GIVEN``) while it runs, for the verify-memory reserve that DDTREE's
+        handling makes inside it; the mark is removed after, since ``vars(server_args)`` is what
+        /server_info reports there."""
+        if CURRENT.resolves_in_post_init:
+            self.__dict__[FRACTION_GIVEN] = self.mem_fraction_static is not None
+            try:
+                super().__post_init__()
+            finally:
+                self.__dict__.pop(FRACTION_GIVEN, None)
+        else:
+            super().__post_init__()
+        reject_ddtree_flags_without_ddtree(self)
+
+
+DDTreeServerArgs = finish_server_args_class(DDTreeServerArgs)
+
 
 DDTREE_FLAGS = (
     "speculative_ddtree_budget",
@@ -146,10 +174,21 @@ def _flag(name: str) -> str:
 def ddtree_flags_set(server_args) -> list:
     """Flags given a non-default value (to reject them without --speculative-algorithm DDTREE)."""
     out = []
-    for f in dataclasses.fields(DDTreeServerArgs):
+    for f in record_fields(DDTreeServerArgs):
         if f.name in DDTREE_FLAGS and getattr(server_args, f.name, f.default) != f.default:
             out.append(_flag(f.name))
     return out
+
+
+def reject_ddtree_flags_without_ddtree(server_args) -> None:
+    """ValueError naming the DDTREE flags given without ``--speculative-algorithm DDTREE``."""
+    if not is_ddtree(server_args):
+        flags = ddtree_flags_set(server_args)
+        if flags:
+            raise ValueError(
+                f"{', '.join(flags)} require(s) --speculative-algorithm DDTREE "
+                f"(got --speculative-algorithm {server_args.speculative_algorithm})."
+            )
 
 
 def validate_ddtree_args(server_args, block_size: int) -> None:

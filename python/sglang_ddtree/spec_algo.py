@@ -17,17 +17,13 @@ from .core.widths import verify_width
 from .engine.verify_memory import reserve_for_server
 from .server_args import (
     ALGORITHM,
+    FRACTION_GIVEN,
     published_drafter_block_size,
     validate_ddtree_args,
     validate_ddtree_parallelism,
 )
 
 logger = logging.getLogger(__name__)
-
-# Set on a ServerArgs before sglang resolves it (compat/server_args_class.py): whether
-# --mem-fraction-static was given (sglang fills it in, so afterwards an automatic value cannot be
-# told from a given one). Absent: treated as given, so never lowered.
-FRACTION_GIVEN = "_ddtree_mem_fraction_given"
 
 
 class DDTreeSpecAlgo(CustomSpecAlgo):

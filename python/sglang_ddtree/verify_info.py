@@ -28,12 +28,12 @@ from typing import Dict, Optional
 
 import torch
 
-from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 from sglang.srt.speculative.spec_utils import build_grammar_vocab_mask
 
+from .compat.releases import compute_accepted_logprobs
 from .core.commit_plan import CommitPlan
 from .core.verify_layout import VerifyLayout
 from .engine import tree_gdn
@@ -217,7 +217,7 @@ def output_logprobs(batch, logits_output, target: torch.Tensor, accepted: torch.
     per request (those past a request's commit length are never read)."""
     bs, W = target.shape
     rows = accepted.long().clamp(min=0) + torch.arange(bs, device=accepted.device).unsqueeze(1) * W
-    compute_spec_v2_logprobs(batch, logits_output, target.reshape(-1), rows, accepted.shape[1] - 1)
+    compute_accepted_logprobs(batch, logits_output, target.reshape(-1), rows)
 
 
 def apply_grammar(batch, grammar_tree, next_token_logits: torch.Tensor, barrier) -> None:

@@ -22,9 +22,16 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-def _pin(name: str) -> str:
-    (dep,) = [d for d in PYPROJECT["project"]["dependencies"] if d.split("==")[0] == name]
-    return dep.split("==")[1]
+def _image_release() -> str:
+    """The sglang release the image is built on: the measured one (compat/releases.py), which
+    the pyproject's dependency range admits."""
+    from packaging.specifiers import SpecifierSet
+
+    from sglang_ddtree.compat.releases import MEASURED_RELEASE
+
+    (dep,) = [d for d in PYPROJECT["project"]["dependencies"] if d.startswith("sglang")]
+    assert MEASURED_RELEASE in SpecifierSet(dep[len("sglang"):]), dep
+    return MEASURED_RELEASE
 
 
 def _instructions():
@@ -47,7 +54,7 @@ def test_base_image_is_the_pinned_sglang_release_for_torchs_cuda():
     (base,) = [arg for kw, arg in _instructions() if kw == "FROM"]
     cuda = torch.version.cuda
     assert cuda is not None, "the pinned torch is a CUDA build"
-    assert base == f"lmsysorg/sglang:v{_pin('sglang')}-cu{cuda.replace('.', '')}", base
+    assert base == f"lmsysorg/sglang:v{_image_release()}-cu{cuda.replace('.', '')}", base
 
 
 def test_every_copy_source_exists_and_the_copied_wheel_is_installed():
@@ -67,7 +74,7 @@ def test_every_copy_source_exists_and_the_copied_wheel_is_installed():
     assert wheel_dest is not None, "the image must install our wheel"
     runs = " ".join(arg for kw, arg in _instructions() if kw == "RUN")
     assert f"pip install --no-deps --no-cache-dir {wheel_dest}" in runs, runs
-    assert f"sglang.__version__ == '{_pin('sglang')}'" in runs
+    assert f"sglang.__version__ == '{_image_release()}'" in runs
 
 
 def test_entry_point_and_health_check():

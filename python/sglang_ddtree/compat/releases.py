@@ -1,0 +1,120 @@
+"""The sglang releases sglang-ddtree serves on, and the facts about them that its code branches on.
+
+``SUPPORTED_RELEASES`` are the exact sglang versions the package runs on; ``MEASURED_RELEASE`` is
+the one the GPU results, the Docker image and the offline bundle are built on. Importing this
+module under any other sglang version raises :class:`UnsupportedSglangRelease`, naming the
+supported releases; the plugin entry point and every module that subclasses or hooks sglang
+import it first, so an unsupported sglang is refused before any hook is registered.
+
+What differs between the releases is declared once, in ``TRAITS`` (one :class:`ReleaseTraits` per
+supported release); ``CURRENT`` is the installed release's entry. Code elsewhere reads a trait or
+calls a helper of this module, never compares version strings. ``docs/sglang-releases.md`` lists
+every seam and its state on each release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Tuple
+
+SUPPORTED_RELEASES: Tuple[str, ...] = ("0.5.17", "0.5.23")
+MEASURED_RELEASE = "0.5.17"
+
+
+class UnsupportedSglangRelease(ImportError):
+    """The installed sglang is not one of ``SUPPORTED_RELEASES``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseTraits:
+    """What one sglang release does differently at a seam the package depends on.
+
+    ``server_args_record``: how ``sglang.srt.server_args.ServerArgs`` declares its fields:
+    ``"dataclass"`` (a ``dataclasses.dataclass``) or ``"struct"`` (a ``msgspec.Struct`` built by
+    ``msgspec.defstruct``, whose subclasses take annotated class attributes as fields when the
+    class is created, and which reads ``__post_init__`` only then: a later patch of it is ignored).
+
+    ``resolves_in_post_init``: whether ``ServerArgs.__post_init__`` resolves the arguments
+    (defaults, the speculative algorithm's handling) by writing the record; otherwise the record
+    keeps the operator's input and sglang resolves it later (``ServerArgs.resolve_once``),
+    declaring each decision instead of writing the field.
+
+    ``spec_logprobs``: the function of ``sglang.srt.layers.logprob_processor`` that writes the
+    accepted tokens' logprobs after a speculative verify: ``"compute_spec_v2_logprobs"`` (takes
+    the accept index and ``speculative_num_steps``, one less than its width) or
+    ``"compute_spec_logprobs"`` (takes the accept index by keyword, its width read from it).
+    """
+
+    version: str
+    server_args_record: str
+    resolves_in_post_init: bool
+    spec_logprobs: str
+
+
+TRAITS = {
+    "0.5.17": ReleaseTraits("0.5.17", server_args_record="dataclass", resolves_in_post_init=True,
+                            spec_logprobs="compute_spec_v2_logprobs"),
+    "0.5.23": ReleaseTraits("0.5.23", server_args_record="struct", resolves_in_post_init=False,
+                            spec_logprobs="compute_spec_logprobs"),
+}
+
+
+def supported_text() -> str:
+    """The supported releases as a user reads them: ``sglang 0.5.17 or 0.5.23``."""
+    return "sglang " + " or ".join(SUPPORTED_RELEASES)
+
+
+def check_release(version: str) -> ReleaseTraits:
+    """The traits of ``version``; :class:`UnsupportedSglangRelease` naming the supported
+    releases for any version not exactly one of them."""
+    if version not in TRAITS:
+        raise UnsupportedSglangRelease(
+            f"sglang-ddtree supports {supported_text()}; the installed sglang is {version}. "
+            f"Install one of them (pip install sglang=={SUPPORTED_RELEASES[-1]})."
+        )
+    return TRAITS[version]
+
+
+def installed_release() -> str:
+    """The version of the sglang that ``import sglang`` loads (its own ``__version__``)."""
+    from sglang.version import __version__
+
+    return __version__
+
+
+CURRENT = check_release(installed_release())
+RELEASE = CURRENT.version
+
+
+def finish_server_args_class(cls: type) -> type:
+    """``cls``, a subclass of sglang's ``ServerArgs`` whose new fields are annotated class
+    attributes with defaults, made a record of the same kind as ``ServerArgs``: on a
+    ``"dataclass"`` release the dataclass transform adds the fields; on a ``"struct"`` release
+    the Struct metaclass already did when the class was created (the dataclass transform would
+    fail there: a Struct's ``__match_args__`` is read-only)."""
+    if CURRENT.server_args_record == "dataclass":
+        return dataclasses.dataclass(cls)
+    return cls
+
+
+def record_fields(cls: type) -> tuple:
+    """The fields of a ``ServerArgs`` class on this release, each with ``.name`` and
+    ``.default``."""
+    if CURRENT.server_args_record == "dataclass":
+        return dataclasses.fields(cls)
+    import msgspec.structs
+
+    return msgspec.structs.fields(cls)
+
+
+def compute_accepted_logprobs(batch, logits_output, predict, accept_index) -> None:
+    """sglang's logprobs of the accepted tokens after a verify (what its own verify writes into
+    ``logits_output`` for the requests that asked for logprobs): ``accept_index`` is
+    ``(batch size, max accepted)`` indices of rows of ``predict`` and of the logits."""
+    from sglang.srt.layers import logprob_processor
+
+    fn = getattr(logprob_processor, CURRENT.spec_logprobs)
+    if CURRENT.spec_logprobs == "compute_spec_v2_logprobs":
+        fn(batch, logits_output, predict, accept_index, accept_index.shape[1] - 1)
+    else:
+        fn(batch, logits_output, predict, accept_index=accept_index)
