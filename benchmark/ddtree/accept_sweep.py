@@ -42,13 +42,17 @@ def _cpu_env() -> None:
 
 
 def _serve(target: str, prompts: list, max_new: int, **spec) -> tuple[list, float]:
+    """``prompts`` (token ids) through one engine greedily, ``(outputs, wall s)``; ``spec``: engine
+    arguments, over the defaults (float32 on CPU, bfloat16 on a GPU, overlap scheduling off on CPU)."""
     import sglang as sgl
     import torch
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    engine = sgl.Engine(model_path=target, device=dev, dtype="float32" if dev == "cpu" else "bfloat16",
-                        mem_fraction_static=0.3, max_total_tokens=16384, max_running_requests=16,
-                        disable_overlap_schedule=dev == "cpu", log_level="error", **spec)
+    kw = dict(model_path=target, device=dev, dtype="float32" if dev == "cpu" else "bfloat16",
+              mem_fraction_static=0.3, max_total_tokens=16384, max_running_requests=16,
+              disable_overlap_schedule=dev == "cpu", log_level="error")
+    kw.update(spec)
+    engine = sgl.Engine(**kw)
     try:
         t0 = time.perf_counter()
         outs = engine.generate(input_ids=prompts, sampling_params={"temperature": 0, "max_new_tokens": max_new})

@@ -109,6 +109,11 @@ TEST_ORACLE = _declare(
     "SGLANG_DDTREE_TEST_ORACLE", "test", "path", None,
     "JSON file of the oracle drafter (testing/oracle_drafter.py): DDTREE drafts from the target's "
     "known continuation instead of the drafter.")
+TEST_RECORD_TRACE = _declare(
+    "SGLANG_DDTREE_TEST_RECORD_TRACE", "test", "path", None,
+    "Directory of the trace recording mode (testing/trace_recording.py, benchmark/ddtree/record_traces.py): "
+    "every DDTREE step commits only its bonus token and writes the drafter's per-depth top-K and the "
+    "committed token there; needs --disable-overlap-schedule and greedy requests.")
 TEST_EXTRA_BUFFER_ARCHS = _declare(
     "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS", "test", "str", None,
     "Comma-separated architectures added to sglang's mamba extra-buffer sets (testing/extra_buffer_arch.py).")
@@ -148,7 +153,8 @@ VENV = _declare(
 
 def wants_test_plugin() -> bool:
     """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
-    return any(v.is_set() for v in (TEST_ORACLE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_POOL_COUNTS))
+    return any(v.is_set() for v in (TEST_ORACLE, TEST_RECORD_TRACE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL,
+                                    TEST_POOL_COUNTS))
 
 
 def describe(kind: Optional[str] = None) -> str:

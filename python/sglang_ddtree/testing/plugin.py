@@ -4,6 +4,9 @@ every process the plugin loads in.
 
 - ``SGLANG_DDTREE_TEST_ORACLE``: the worker's draft returns the oracle drafter's top-K
   (``oracle_drafter.py``) after the real draft forward ran;
+- ``SGLANG_DDTREE_TEST_RECORD_TRACE``: the trace recording mode (``trace_recording.py``): every
+  step commits only its bonus token and writes the drafter's top-K; refused together with the
+  oracle drafter;
 - ``SGLANG_DDTREE_TEST_NOMASK_CONTROL``: the tree verify graphs are captured without the tree
   mask (the negative control that proves the mask is applied: output must differ);
 - ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS``: sglang's mamba extra-buffer sets gain architectures
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS
+from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS, TEST_RECORD_TRACE
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,18 @@ def register() -> None:
     if TEST_ORACLE.is_set():
         HookRegistry.register("sglang_ddtree.worker.DDTreeWorker.draft", _oracle_draft, HookType.AROUND)
         logger.warning("sglang-ddtree TEST: oracle drafter from %s", TEST_ORACLE.get())
+    if TEST_RECORD_TRACE.is_set():
+        if TEST_ORACLE.is_set():
+            raise RuntimeError(f"{TEST_RECORD_TRACE.name} and {TEST_ORACLE.name} exclude each other: a trace "
+                               "records the real drafter")
+        from . import trace_recording as rec
+
+        HookRegistry.register("sglang_ddtree.worker.DDTreeWorker.__init__", rec.refuse_overlap, HookType.AFTER)
+        HookRegistry.register("sglang_ddtree.worker.DDTreeWorker.draft", rec.record_draft, HookType.AROUND)
+        HookRegistry.register("sglang_ddtree.core.step.verify_to_commit", rec.bonus_only, HookType.AROUND)
+        HookRegistry.register("sglang_ddtree.worker.DDTreeWorker._decode_step", rec.write_step, HookType.AFTER)
+        logger.warning("sglang-ddtree TEST: trace recording into %s (every step commits its bonus token only)",
+                       TEST_RECORD_TRACE.get())
     if TEST_NOMASK_CONTROL.get():
         HookRegistry.register("sglang_ddtree.engine.verify_graph.capture_spec_info", _capture_without_mask,
                               HookType.AROUND)

@@ -362,13 +362,20 @@ def model_path(name: str) -> Path:
 
 def fingerprint(name: str) -> str:
     """Hash of a built model's files: lets tests assert the factory is deterministic."""
+    return dir_digest(model_path(name))
+
+
+def dir_digest(root: Path) -> str:
+    """sha256 hex digest of a model directory: the names and bytes of its files, in name order
+    (subdirectories and the build marker ``.complete`` left out)."""
     h = hashlib.sha256()
-    root = model_path(name)
-    for f in sorted(root.iterdir()):
-        if f.name == ".complete":
+    for f in sorted(Path(root).iterdir()):
+        if f.name == ".complete" or not f.is_file():
             continue
         h.update(f.name.encode())
-        h.update(f.read_bytes())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 24), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 
