@@ -128,7 +128,8 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     assert d["meta"]["over_cap"] == {"DDTREE-chain": [2], "DDTREE-auto": [2]}
     assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {
         "no-spec": 2, "DDTREE-chain": 1, "DDTREE-auto": 1}
-    assert all(x["ms_per_step"] > 0 and x["steps"] >= 1 for x in d["rows"])
+    # (A time, not asserted positive: on a busy CPU the prefill-only pass can outlast the decode.)
+    assert all(math.isfinite(x["ms_per_step"]) and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
     assert d["meta"]["config_args"] == {"DDTREE-chain": {"speculative_ddtree_max_depth": 7}}
     # What the timed DDTREE steps did (auto: the choice of each, the chain: its steps; none for no-spec).
