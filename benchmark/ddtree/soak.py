@@ -82,7 +82,7 @@ for _p in (ROOT / "python", ROOT / "test" / "e2e"):
         sys.path.insert(0, str(_p))
 
 from cpu_engine import ServerStartError, cpu_engine_env, cpu_server_args, http_server  # noqa: E402
-from gpu_cases import GRAMMARS, LOGPROB_TOL, NEAR_TIE_TOL, compare_to_reference  # noqa: E402
+from gpu_cases import GRAMMARS, NEAR_TIE_TOL, compare_to_reference, logprob_tol as gpu_logprob_tol  # noqa: E402
 
 KINDS = ("greedy", "chat", "sampled", "penalised", "logprobs", "structured", "stops", "disconnect", "abort",
          "n_gt_1", "refusal", "token_ids_logprob")
@@ -628,7 +628,7 @@ def run(a) -> dict:
     t0 = time.time()
     deadline = t0 + a.timeout_s
     tol = a.near_tie_tol if a.near_tie_tol is not None else (0.0 if a.device == "cpu" else NEAR_TIE_TOL)
-    logprob_tol = a.logprob_tol if a.logprob_tol is not None else (1e-3 if a.device == "cpu" else LOGPROB_TOL["qwen35" if a.model.startswith("qwen35") else "llama"])
+    logprob_tol = a.logprob_tol if a.logprob_tol is not None else (1e-3 if a.device == "cpu" else gpu_logprob_tol(a.model))
     vocab = json.loads((tiny_models.model_path(a.model) / "config.json").read_text())["vocab_size"]
     tiny_models.model_path(f"dflash-{a.model}")
     items = plan(a.requests, a.seed, vocab, a.max_new_tokens)

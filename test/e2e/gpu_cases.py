@@ -139,6 +139,11 @@ AUTO_ROWS = [("DDTREE-32", 1, 1.0), ("DDTREE-32", 4, 100.0), ("DDTREE-8", 1, 5.0
 AUTO_ROWS_CAPPED = [r for r in AUTO_ROWS if not (r[0] == "DDTREE-32" and r[1] > 1)]
 
 
+def _like_dflash(model: str, backend: str) -> dict:
+    """The ``spec_like`` check of a DDTREE case on the head-dim-64 hybrid (HD64_HYBRID_SPEC)."""
+    return {"spec_like": f"dflash-{model}@{backend}"} if model == "qwen3564" else {}
+
+
 def _auto(model, rows=AUTO_ROWS, **extra):
     import tempfile
 
@@ -288,9 +293,10 @@ CASES = {
     # (engine/verify_widths.py), on both targets and both GDN modes.
     "ddtree-auto-llama": ("llama", lambda: _auto("llama"), {"auto": True}),
     # Attention backends other than triton (issue 30), head dim 64 (flashinfer refuses 16): the
-    # tree mask through flashinfer's custom-mask prefill and through FA3; each against the plain
-    # engine on the same backend. Budgets 16 (one page of 17), 64 and auto; the hybrid in wy mode.
-    **{f"{kind}-{m}@{be}": (f"{m}@{be}", spec, checks)
+    # tree mask through flashinfer's custom-mask prefill; each against the plain engine on the
+    # same backend. Budgets 16 (one page of 17), 64 and auto; the hybrid in wy mode, held to
+    # sglang's DFLASH where that leaves plain decoding (HD64_HYBRID_SPEC).
+    **{f"{kind}-{m}@{be}": (f"{m}@{be}", spec, {**checks, **_like_dflash(m, be)} if kind != "plain" else checks)
        for be in ("flashinfer",)
        for m in ("llama64", "qwen3564")
        for kind, spec, checks in (
@@ -305,7 +311,7 @@ CASES = {
        for m in ("llama64", "qwen3564")},
     "ddtree64-qwen3564-snapshot@flashinfer": ("qwen3564@flashinfer", lambda: _ddtree(
         64, "qwen3564@flashinfer", speculative_ddtree_gdn_mode="snapshot", disable_radix_cache=True),
-        {"spec_like": "dflash-qwen3564@flashinfer"}),
+        _like_dflash("qwen3564", "flashinfer")),
     "ddtree-auto-qwen35": ("qwen35", lambda: _auto("qwen35"), {"auto": True}),
     # The radix cache on the tiny hybrid target. Its text-only architecture (Qwen3_5ForCausalLM)
     # is outside sglang 0.5.17's hybrid radix-cache resolution (_MAMBA_RADIX_CACHE_ARCHS), so the
@@ -393,9 +399,6 @@ WY_SMOKE = ("ddtree8-qwen35-wy", "ddtree32-qwen35-wy", "ddtree64-qwen35-wy", "dd
 # Attention backends other than triton (model keys NAME@BACKEND): their own suite,
 # test_gpu_backends.py, until they pass on a GPU.
 BACKENDS = tuple(n for n in CASES if "@" in n)
-for _n in BACKENDS:  # the hybrid's DDTREE cases are held to sglang's DFLASH where that leaves plain
-    if _n.startswith("ddtree") and "-qwen3564" in _n:
-        CASES[_n][2].setdefault("spec_like", "dflash-qwen3564@flashinfer")
 PREVIEW = tuple(n for n in CASES if n not in BACKENDS and (("-wy" in n and n not in WY_SMOKE) or "-graphs" in n
                 or n.startswith("ddtree-auto") or n.endswith("-radix") or n.endswith("-rerun")
                 or n == "ddtree128-qwen35"))
@@ -418,6 +421,11 @@ NEAR_TIE_TOL = 0.05
 # another position (per-position log-probs of these models differ by 0.3 or more).
 LOGPROB_TOL = {"llama": 0.1, "qwen35": 0.2}
 LOGPROB_MEDIAN_TOL = 0.05
+
+
+def logprob_tol(model: str) -> float:
+    """``LOGPROB_TOL`` of a model key's kind (``qwen35...`` hybrids, else Llama)."""
+    return LOGPROB_TOL["qwen35" if model.startswith("qwen35") else "llama"]
 
 
 def compare_to_reference(got, ref, ref_top2, tol: float = NEAR_TIE_TOL) -> dict:
@@ -767,7 +775,7 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
                 if gid == rid:
                     diffs.append(abs(glp - rlp))
         worst, median = (max(diffs), sorted(diffs)[len(diffs) // 2]) if diffs else (None, None)
-        assert diffs and worst <= LOGPROB_TOL["qwen35" if rec["model"].startswith("qwen35") else "llama"] and median <= LOGPROB_MEDIAN_TOL, dict(
+        assert diffs and worst <= logprob_tol(rec["model"]) and median <= LOGPROB_MEDIAN_TOL, dict(
             worst=worst, median=median, positions=len(diffs))
     if per_prompt_options(checks):  # whole paths accepted under the grammars' masks / the penalties
         assert max(m.get("spec_accept_length", 0.0) for m in rec["meta_info"]) > 2.0, rec["meta_info"]
