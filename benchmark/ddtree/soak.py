@@ -29,10 +29,17 @@ to them with at most ``--concurrency`` in flight per server, of these kinds:
   requests with and without ``token_ids_logprob``.
 
 Every greedy kind is sent to both servers and compared: output token ids equal, else cut at a
-near-tie of the reference's top-2 log-probs (``--near-tie-tol``, ``gpu_cases.compare_to_reference``;
-default 0 on CPU, i.e. exact, and ``gpu_cases.NEAR_TIE_TOL`` on CUDA, where bf16 batch shapes
-differ); returned log-probs within ``--logprob-tol`` and their token ids equal. The other kinds
-go to the DDTREE server only.
+near-tie of the reference (``gpu_cases.compare_to_reference``: DDTREE's token among the
+reference's top :data:`REF_TOP` log-probs, within ``--near-tie-tol`` of the best; default 0 on
+CPU, i.e. exact, and :data:`NEAR_TIE_TOL_CUDA` of the model's kind on CUDA, where bf16 batch
+shapes differ); returned log-probs within ``--logprob-tol`` and their token ids equal (top-n
+entries tied within it may swap, also across the list's cut). The other kinds go to the DDTREE
+server only.
+
+``--serial-check N`` (CUDA default 64): after the load, the first ``N`` greedy ``/generate``
+requests again, one at a time, to both servers: the reference against its own answer under load
+(how far bf16 batch shapes move the reference itself) and DDTREE against the reference, both
+alone (as the GPU suite compares); the latter counts toward the verdict.
 
 With ``--oracle first`` (default) the DDTREE server drafts through the test-only oracle
 drafter (``SGLANG_DDTREE_TEST_ORACLE``) from the reference server's greedy outputs, so whole
@@ -41,7 +48,8 @@ workload runs in chunks, the reference first, the oracle file rewritten after ea
 chunk, the DDTREE server one chunk behind. ``--oracle none``: the tiny drafter's own (random)
 drafts.
 
-Afterwards (also after ``--timeout-s``, which stops sending): both servers idle, serve a health
+Afterwards (also after ``--timeout-s``, which stops sending that long after both servers are
+up): both servers idle, serve a health
 request, and then every pool is free: ``/server_info``'s ``pool_counts``
 (``SGLANG_DDTREE_TEST_POOL_COUNTS``, ``testing/pool_counts.py``: KV, request and linear-attention
 state pools, ``available + evictable == total``, and sglang's own invariant check), with sglang's
@@ -97,6 +105,13 @@ WORDS = ("the a tree draft token verify accept model layer state block path node
          "stone light cloud green blue seven three nine apple table window").split()
 STOP_STRINGS = (["e"], ["the"], ["a", "."], ["in", "ou"], [" t"], ["!"], ["ee", "99"])
 STOP_REGEXES = (r"\d\d", r"[.!?]", r"(tr|dr)")
+# The reference's top log-probs per position asked for the near-tie rule (tiny random models'
+# logits are flat: three or more candidates often tie within bf16 noise).
+REF_TOP = 5
+# Near-tie tolerance on CUDA per target kind (nats): the Llama's, the GPU suite's; the hybrid's
+# bf16 logits move further between shapes (the GPU suite's hybrid log-probs: worst 0.12 nats at
+# one request, gpu_cases.LOGPROB_TOL), and the serial check reports how far they move under load.
+NEAR_TIE_TOL_CUDA = {"llama": NEAR_TIE_TOL, "qwen35": 0.2}
 LOG_ERRORS = ("Traceback (most recent call last)", "memory leak", "Mem Leak Detected", "Pool Mem Leak")
 
 
@@ -288,7 +303,7 @@ def _stream_events(resp):
 def send(base: str, item: Item, session, timeout: float, ref: bool, near_tie_tol: float) -> dict:
     """Send ``item`` to the server at ``base``; returns what the checks need (``output_ids``,
     ``meta``, ``choices``, ``outcome``...). ``ref``: the reference server (greedy kinds ask it for
-    top-2 log-probs when ``near_tie_tol`` > 0). Raises :class:`SoakError` on a failed request."""
+    its top :data:`REF_TOP` log-probs when ``near_tie_tol`` > 0). Raises :class:`SoakError` on a failed request."""
     import requests
 
     body = json.loads(json.dumps(item.body))
@@ -339,9 +354,9 @@ def send(base: str, item: Item, session, timeout: float, ref: bool, near_tie_tol
     if ref and near_tie_tol > 0 and item.kind in COMPARED:
         if item.path == "/generate":
             body["return_logprob"] = True
-            body["top_logprobs_num"] = max(2, body.get("top_logprobs_num", 0))
+            body["top_logprobs_num"] = max(REF_TOP, body.get("top_logprobs_num", 0))
         else:
-            body.update(logprobs=True, top_logprobs=2)
+            body.update(logprobs=True, top_logprobs=REF_TOP)
     out = _post(session, base, item.path, body, timeout)
     if item.path == "/generate":
         return {"output_ids": out["output_ids"], "meta": out["meta_info"]}
@@ -358,16 +373,17 @@ def _first_diff(a: list, b: list) -> Optional[int]:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def _top2(meta: dict) -> Optional[list]:
+def _top(meta: dict) -> Optional[list]:
+    """The reference's output top log-probs per position as ``(logprob, id, None)``."""
     top = meta.get("output_top_logprobs")
-    return [[(e[0], e[1], None) for e in pos[:2]] for pos in top] if top else None
+    return [[(e[0], e[1], None) for e in pos] for pos in top] if top else None
 
 
-def _compare_ids(got: list, ref: list, top2: Optional[list], tol: float) -> dict:
+def _compare_ids(got: list, ref: list, top: Optional[list], tol: float) -> dict:
     """``{"compared", "equal", "near_tie"}`` as ``gpu_cases.compare_to_reference``; without
-    top-2 log-probs (``tol`` 0) any difference is a mismatch."""
-    if tol > 0 and top2 is not None and len(top2) >= len(ref):
-        return compare_to_reference(got, ref, top2, tol)
+    top log-probs (``tol`` 0) any difference is a mismatch."""
+    if tol > 0 and top is not None and len(top) >= len(ref):
+        return compare_to_reference(got, ref, top, tol)
     i = _first_diff(got, ref)
     if i is None:
         return {"compared": len(ref), "equal": True, "near_tie": None}
@@ -388,9 +404,30 @@ def _logprob_pairs(meta: dict, key: str) -> list:
     return out
 
 
+def _same_top(got: list, want: list, tol: float) -> Optional[str]:
+    """Why DDTREE's top-n entries at one position differ from the reference's ``want`` (its top
+    list, as long or longer: it may have been asked for more), or None. Values rank by rank within
+    ``tol``; each id the reference's with a value within ``tol``, or, not listed there, a tie
+    within ``tol`` of the reference's last listed value (a tie across the cut)."""
+    if len(want) < len(got):
+        return f"{len(got)} entries vs {len(want)}"
+    have = {wi: wv for wv, wi in want}
+    for (gv, gi), (wv, _) in zip(got, want):
+        if gv is None or wv is None:
+            if gv != wv:
+                return f"logprob {gv} vs {wv}"
+            continue
+        if abs(gv - wv) > tol:
+            return f"logprob at its rank: {gv:.5f} vs {wv:.5f}"
+        ref_v = have.get(gi, want[-1][0])
+        if ref_v is None or abs(gv - ref_v) > tol:
+            return f"id {gi}: {gv:.5f} vs the reference's {ref_v}" + ("" if gi in have else " (not listed)")
+    return None
+
+
 def _same_entries(got: list, want: list, tol: float) -> Optional[str]:
-    """Why one position's logprob entries differ (ids, or values beyond ``tol``), or None. Top-n
-    entries whose values tie within ``tol`` may come in either order."""
+    """Why one position's logprob entries differ (ids, or values beyond ``tol``), or None (lists
+    of fixed ids: token logprobs, ``token_ids_logprob``)."""
     if len(got) != len(want):
         return f"{len(got)} entries vs {len(want)}"
     for (gv, gi), (wv, wi) in zip(got, want):
@@ -401,9 +438,7 @@ def _same_entries(got: list, want: list, tol: float) -> Optional[str]:
         if abs(gv - wv) > tol:
             return f"logprob of {gi}: {gv:.5f} vs {wv:.5f}"
         if gi != wi:
-            swapped = {i: v for v, i in want}
-            if gi not in swapped or abs(swapped[gi] - gv) > tol or abs(gv - wv) > tol:
-                return f"id {gi} vs {wi}"
+            return f"id {gi} vs {wi}"
     return None
 
 
@@ -440,13 +475,14 @@ def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: f
             return "ok", None
         content = ((r.get("logprobs") or {}).get("content") or [])
         if tol > 0 and i < len(gi) and i < len(content) and len(content[i].get("top_logprobs") or []) >= 2:
-            t0, t1 = content[i]["top_logprobs"][:2]
-            gap = t0["logprob"] - t1["logprob"]
-            if gap <= tol and tokenizer().decode([gi[i]]) in (t0["token"], t1["token"]):
+            top = content[i]["top_logprobs"]
+            mine = tokenizer().decode([gi[i]])
+            gap = next((top[0]["logprob"] - t["logprob"] for t in top if t["token"] == mine), None)
+            if gap is not None and gap <= tol:
                 return "near_tie", {"pos": i, "gap": gap}
         return "mismatch", {"pos": i, "got": gi[max(0, i - 2): i + 3], "ref": ri[max(0, i - 2): i + 3]}
     gm, rm = got["meta"], ref["meta"]
-    c = _compare_ids(got["output_ids"], ref["output_ids"], _top2(rm), tol)
+    c = _compare_ids(got["output_ids"], ref["output_ids"], _top(rm), tol)
     if not c["equal"] and not (c["near_tie"] and c["near_tie"]["ok"]):
         i = c["compared"]
         return "mismatch", {"pos": i, "got": got["output_ids"][max(0, i - 2): i + 3],
@@ -462,12 +498,11 @@ def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: f
             ge, we = _logprob_pairs(gm, key), _logprob_pairs(rm, key)
             if key in LOGPROB_KEYS:
                 ge, we = ge[:upto], we[:upto]
-            if "_top_" in key:  # the reference may have been asked for more (its top-2)
-                ge, we = [g[:k] for g in ge], [w[:k] for w in we]
             if len(ge) != len(we):
                 return "mismatch", {"key": key, "positions": [len(ge), len(we)]}
+            same = _same_top if "_top_" in key else _same_entries
             for pos, (a, b) in enumerate(zip(ge, we)):
-                why = _same_entries(a, b, logprob_tol)
+                why = same(a, b, logprob_tol)
                 if why:
                     return "mismatch", {"key": key, "pos": pos, "why": why}
     return ("ok", None) if c["equal"] else ("near_tie", c["near_tie"])
@@ -619,6 +654,54 @@ def _write_oracle(path: Path, conts: dict) -> None:
     os.replace(tmp, path)
 
 
+def serial_check(items: list, refs: dict, ref_base: str, spec_base: str, timeout: float, tol: float) -> dict:
+    """``items`` (greedy ``/generate``) once more, one at a time, to each server (the two servers
+    at once). ``ref_load_vs_serial``: the reference's answer under load against its answer alone;
+    ``ddtree_vs_ref``: DDTREE alone against the reference alone. Each: counts of ``equal``,
+    ``near_tie`` and ``mismatch`` (rule of :func:`_compare_ids` at ``tol``) and the first
+    differences' ``gaps`` (nats; for a mismatch, a lower bound when the token was not listed)."""
+    import requests
+
+    def alone(base, ref):
+        s = requests.Session()
+        s.headers["Connection"] = "close"
+        out = {}
+        for it in items:
+            try:
+                out[it.index] = send(base, it, s, timeout, ref, tol)
+            except Exception as e:  # counted below
+                out[it.index] = _why(e)
+        return out
+
+    with ThreadPoolExecutor(2) as pool:
+        fr, fd = pool.submit(alone, ref_base, True), pool.submit(alone, spec_base, False)
+        ref_alone, dd_alone = fr.result(), fd.result()
+    res = {"items": len(items), "failed": 0, "failure_details": []}
+    pairs = {"ref_load_vs_serial": lambda i: refs[i], "ddtree_vs_ref": lambda i: dd_alone[i]}
+    for name in pairs:
+        res[name] = {"equal": 0, "near_tie": 0, "mismatch": 0, "gaps": [], "details": []}
+    for it in items:
+        r = ref_alone[it.index]
+        if isinstance(r, str) or isinstance(dd_alone[it.index], str):
+            res["failed"] += 1
+            res["failure_details"].append({"index": it.index, "ref": r if isinstance(r, str) else None,
+                                           "ddtree": dd_alone[it.index] if isinstance(dd_alone[it.index], str) else None})
+            continue
+        for name, got in pairs.items():
+            c = _compare_ids(got(it.index)["output_ids"], r["output_ids"], _top(r["meta"]), tol)
+            t = res[name]
+            if c["equal"]:
+                t["equal"] += 1
+                continue
+            nt = c["near_tie"]
+            t["near_tie" if nt and nt["ok"] else "mismatch"] += 1
+            if nt:
+                t["gaps"].append(round(nt["gap"], 4))
+            if len(t["details"]) < 20:
+                t["details"].append({"index": it.index, "pos": c["compared"], "near_tie": nt})
+    return res
+
+
 def run(a) -> dict:
     """The whole soak (see the module docstring); returns the summary."""
     import requests
@@ -626,8 +709,10 @@ def run(a) -> dict:
     from sglang_ddtree.testing import tiny_models
 
     t0 = time.time()
-    deadline = t0 + a.timeout_s
-    tol = a.near_tie_tol if a.near_tie_tol is not None else (0.0 if a.device == "cpu" else NEAR_TIE_TOL)
+    deadline = math.inf  # set once both servers are up
+    kind_key = "qwen35" if a.model.startswith("qwen35") else "llama"
+    tol = a.near_tie_tol if a.near_tie_tol is not None else (0.0 if a.device == "cpu" else NEAR_TIE_TOL_CUDA[kind_key])
+    serial_n = a.serial_check if a.serial_check is not None else (0 if a.device == "cpu" else 64)
     logprob_tol = a.logprob_tol if a.logprob_tol is not None else (1e-3 if a.device == "cpu" else gpu_logprob_tol(a.model))
     vocab = json.loads((tiny_models.model_path(a.model) / "config.json").read_text())["vocab_size"]
     tiny_models.model_path(f"dflash-{a.model}")
@@ -672,6 +757,7 @@ def run(a) -> dict:
             summary.update(passed=False, error=f"a server did not start: {e}", duration_s=round(time.time() - t0, 1))
             return summary
         summary["startup_s"] = round(time.time() - t0, 1)
+        deadline = time.time() + a.timeout_s
         ref_base, spec_base = servers["ref"][0], servers["ddtree"][0]
         _SERVERS.extend(proc for _, proc in servers.values())
         if any("pool_counts" not in _info(base) for base, _ in servers.values()):
@@ -688,8 +774,11 @@ def run(a) -> dict:
         crng = random.Random(a.seed + 1)  # where the oracle's continuations are cut
 
         def session():
+            # No keep-alive: a pooled connection the server closed while its thread waited for a
+            # chunk of the pipeline is reset on reuse (a client race, not a server failure).
             if not hasattr(local, "s"):
                 local.s = requests.Session()
+                local.s.headers["Connection"] = "close"
             return local.s
 
         def ref_one(it: Item):
@@ -773,6 +862,11 @@ def run(a) -> dict:
                 timeline["ddtree_late_done_s"] = round(time.time() - t0, 1)
         ref_thread.join()
         soak_s = time.time() - t_soak
+        if serial_n:
+            summary["serial"] = serial_check(
+                [it for it in main if it.kind == "greedy" and it.index in refs][:serial_n], refs,
+                ref_base, spec_base, a.request_timeout_s, tol)
+            timeline["serial_done_s"] = round(time.time() - t0, 1)
 
         with ThreadPoolExecutor(2) as pool:  # both servers at once
             futs = {name: pool.submit(final_check, *servers[name], logs[name], a.idle_timeout_s)
@@ -808,7 +902,9 @@ def run(a) -> dict:
         requests_per_s=round((sent + ref_sent) / soak_s, 2) if soak_s > 0 else None,
         ddtree_requests_per_s=round(sent / soak_s, 2) if soak_s > 0 else None,
     )
-    summary["passed"] = bool(n_fail == 0 and n_mis == 0 and all(c["ok"] for c in checks.values()))
+    serial_bad = (summary.get("serial") or {}).get("ddtree_vs_ref", {}).get("mismatch", 0) + \
+        (summary.get("serial") or {}).get("failed", 0)
+    summary["passed"] = bool(n_fail == 0 and n_mis == 0 and serial_bad == 0 and all(c["ok"] for c in checks.values()))
     return summary
 
 
@@ -829,7 +925,16 @@ def summary_line(s: dict) -> str:
             f"dead servers {dead or 0}, log errors {sum(len(c['log_errors']) for c in s['servers'].values())}; "
             f"refusals {s['refusals']['refused']}/{s['refusals']['sent']}, "
             f"aborts {k['abort']['outcomes']}, disconnects {k['disconnect']['outcomes']}; "
-            f"accept length {acc if acc is None else round(acc, 2)}")
+            f"accept length {acc if acc is None else round(acc, 2)}{_serial_line(s.get('serial'))}")
+
+
+def _serial_line(serial: Optional[dict]) -> str:
+    if not serial:
+        return ""
+    parts = [f"{name} {t['equal']}/{t['near_tie']}/{t['mismatch']}"
+             for name, t in serial.items() if isinstance(t, dict) and "equal" in t]
+    return f"; serial ({serial['items']}, equal/near-tie/mismatch): " + ", ".join(parts) + \
+        (f", failed {serial['failed']}" if serial["failed"] else "")
 
 
 def main(argv=None) -> int:
@@ -843,7 +948,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, help="server logs and the oracle file (default: beside --out)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--timeout-s", type=float, default=3600.0,
-                    help="stop sending this long after the start (the leak check still runs)")
+                    help="stop sending this long after both servers are up (the leak check still runs)")
     ap.add_argument("--startup-timeout-s", type=float, default=600.0)
     ap.add_argument("--request-timeout-s", type=float, default=300.0)
     ap.add_argument("--idle-timeout-s", type=float, default=120.0, help="how long a server may take to go idle")
@@ -853,7 +958,10 @@ def main(argv=None) -> int:
     ap.add_argument("--topk", type=int, default=4)
     ap.add_argument("--oracle", choices=("first", "none"), default="first",
                     help="DDTREE drafts from the reference's outputs (first) or its own drafter (none)")
-    ap.add_argument("--near-tie-tol", type=float, help="default: 0 on cpu, gpu_cases.NEAR_TIE_TOL on cuda")
+    ap.add_argument("--near-tie-tol", type=float, help="default: 0 on cpu, NEAR_TIE_TOL_CUDA of the model's kind on cuda")
+    ap.add_argument("--serial-check", type=int,
+                    help="greedy requests sent again one at a time to both servers after the load "
+                         "(default: 0 on cpu, 64 on cuda)")
     ap.add_argument("--logprob-tol", type=float, help="default: 1e-3 on cpu, gpu_cases.LOGPROB_TOL of the model's kind on cuda")
     ap.add_argument("--extra-server-arg", action="append", default=[],
                     help="one more launch_server argument for both servers (repeatable; "

@@ -428,18 +428,27 @@ def logprob_tol(model: str) -> float:
     return LOGPROB_TOL["qwen35" if model.startswith("qwen35") else "llama"]
 
 
-def compare_to_reference(got, ref, ref_top2, tol: float = NEAR_TIE_TOL) -> dict:
-    """``got``/``ref`` token lists; ``ref_top2[i]`` = [(logprob, id, _), (logprob, id, _)].
+def compare_to_reference(got, ref, ref_top, tol: float = NEAR_TIE_TOL) -> dict:
+    """``got``/``ref`` token lists; ``ref_top[i]``: the reference's top log-probs at position
+    ``i``, best first, as ``(logprob, id, _)`` (two or more).
+
+    At the first difference ``i`` it is a near-tie (``ok``) when ``got[i]`` is among
+    ``ref_top[i]`` and its log-prob is within ``tol`` of the best; ``gap`` is that difference
+    (the best minus the last listed when ``got[i]`` is not listed: a lower bound).
 
     Returns {"compared": n positions checked, "equal": bool, "near_tie": None or details}.
     """
     for i, (a, b) in enumerate(zip(got, ref)):
         if a == b:
             continue
-        top = ref_top2[i]
-        gap = float(top[0][0]) - float(top[1][0])
-        tie = gap <= tol and a in (int(top[0][1]), int(top[1][1]))
-        return {"compared": i, "equal": False, "near_tie": {"pos": i, "gap": gap, "ok": tie, "got": a, "ref": b}}
+        top = ref_top[i]
+        lp = {int(e[1]): float(e[0]) for e in top}
+        best = float(top[0][0])
+        listed = a in lp
+        gap = best - (lp[a] if listed else float(top[-1][0]))
+        tie = listed and gap <= tol
+        return {"compared": i, "equal": False,
+                "near_tie": {"pos": i, "gap": gap, "ok": tie, "got": a, "ref": b, "listed": listed}}
     return {"compared": min(len(got), len(ref)), "equal": len(got) == len(ref), "near_tie": None}
 
 

@@ -32,6 +32,17 @@ def test_compare_accepts_only_a_real_near_tie():
     assert not gpu_cases.compare_to_reference([6, 7, 5], [5, 7, 5], top)["near_tie"]["ok"]
 
 
+def test_compare_near_tie_with_a_token_ranked_below_second():
+    # Three within 0.03 of each other (a tiny random model's flat logits): the third counts.
+    top = [[(-1.00, 7, None), (-1.01, 8, None), (-1.03, 9, None), (-2.0, 3, None)]] * 2
+    c = gpu_cases.compare_to_reference([9, 1], [7, 7], top)
+    assert c["near_tie"]["ok"] and c["near_tie"]["listed"] and c["near_tie"]["gap"] == pytest.approx(0.03)
+    # Listed but beyond the tolerance; not listed at all (gap: a lower bound from the last listed).
+    assert not gpu_cases.compare_to_reference([3, 1], [7, 7], top)["near_tie"]["ok"]
+    c = gpu_cases.compare_to_reference([4, 1], [7, 7], top)
+    assert not c["near_tie"]["ok"] and not c["near_tie"]["listed"] and c["near_tie"]["gap"] == pytest.approx(1.0)
+
+
 def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
     """The budget-auto GPU cases fail when any step ran eagerly (a width without its own graphs)
     or when the policy did not step through both widths."""

@@ -35,7 +35,7 @@ def summary(tmp_path_factory):
     out = tmp_path_factory.mktemp("soak") / "soak.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "soak.py"), "--model", "llama",
                         "--device", "cpu", "--requests", str(REQUESTS), "--concurrency", "8", "--seed", "3",
-                        "--max-new-tokens", "32",
+                        "--max-new-tokens", "32", "--serial-check", "3",
                         "--timeout-s", "240", "--out", str(out)],
                        capture_output=True, text=True, timeout=420)
     assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
@@ -62,6 +62,14 @@ def test_every_kind_ran_and_nothing_failed_or_mismatched(summary):
     assert s["refusals"]["refused"] == s["refusals"]["sent"] == s["refusals"]["planned"] >= 1
     assert s["kinds"]["abort"]["outcomes"].get("aborted", 0) >= 1, s["kinds"]["abort"]
     assert s["kinds"]["disconnect"]["outcomes"].get("disconnected", 0) >= 1, s["kinds"]["disconnect"]
+
+
+def test_the_serial_check_compares_both_servers_alone(summary):
+    serial = summary["serial"]
+    assert serial["items"] == 3 and serial["failed"] == 0, serial
+    for name in ("ref_load_vs_serial", "ddtree_vs_ref"):  # CPU: token for token
+        assert serial[name]["equal"] == 3 and serial[name]["mismatch"] == 0, (name, serial[name])
+    assert "; serial (3, equal/near-tie/mismatch): ref_load_vs_serial 3/0/0, ddtree_vs_ref 3/0/0" in summary["_stdout"]
 
 
 def test_the_oracle_made_ddtree_accept_whole_paths(summary):
@@ -150,6 +158,22 @@ def test_check_fails_on_a_different_token_a_logprob_beyond_tolerance_and_a_short
 
     assert soak.check(chat, {"choices": [{"token_ids": [4, 7, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: Tok)[0] == "near_tie"
     assert soak.check(chat, {"choices": [{"token_ids": [4, 8, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: Tok)[0] == "mismatch"
+
+    # A third-ranked token within the tolerance is a near-tie too; one beyond it is not.
+    top5 = [[[-0.5, t, None], [-0.51, 5, None], [-0.53, 4, None], [-0.9, 3, None]] for t in ref["output_ids"]]
+    ref5 = {"output_ids": ref["output_ids"], "meta": {"output_top_logprobs": top5}}
+    assert soak.check(greedy, {"output_ids": [9, 8, 4, 1], "meta": {}}, ref5, 0.05, 0.1, None)[0] == "near_tie"
+    assert soak.check(greedy, {"output_ids": [9, 8, 3, 1], "meta": {}}, ref5, 0.05, 0.1, None)[0] == "mismatch"
+
+    # Top-n lists: entries tied within the tolerance may swap, also across the list's cut (the
+    # reference asked for more); a value off at its rank or an untied stranger is a mismatch.
+    want5 = [(-0.1, 9), (-0.30, 1), (-0.31, 2), (-0.9, 3)]
+    assert soak._same_top([(-0.1, 9), (-0.31, 2)], want5, 0.05) is None  # 2 and 1 swap
+    assert soak._same_top([(-0.1, 9), (-0.3, 1), (-0.9, 7)], want5[:3], 0.05) is not None  # 7: no tie at the cut
+    assert soak._same_top([(-0.1, 9), (-0.3, 1), (-0.31, 7)], want5[:3], 0.05) is None  # 7 ties the cut (-0.31)
+    assert soak._same_top([(-0.1, 9), (-0.5, 1)], want5, 0.05) is not None  # value off at rank 2
+    assert soak._same_top([(-0.1, 9), (-0.3, 3)], want5, 0.05) is not None  # 3 is listed at -0.9
+    assert soak._same_top([(-0.1, 9)] * 3, want5[:2], 0.05) is not None  # the reference listed fewer
 
     sampled = _item("sampled", sampling_params={"temperature": 1.0, "max_new_tokens": 3, "ignore_eos": True})
     ok = {"output_ids": [1, 2, 3], "meta": {"finish_reason": {"type": "length"}}}
