@@ -40,13 +40,13 @@ from cpu_engine import http_server  # noqa: E402
 ALGORITHMS = ("DFLASH", "DDTREE-chain", "DDTREE", "DDTREE-snapshot", "DDTREE-oracle")
 
 
-def server_args(model: str, algorithm: str, budget: int, topk: int) -> list:
+def server_args(model: str, algorithm: str, budget: int, topk: int, dtype: str = "bfloat16") -> list:
     """``launch_server`` arguments: the soak's CUDA servers (graphs up to 4 requests), the
     reference (``algorithm`` None) without speculation."""
     from sglang_ddtree.testing import tiny_models
 
     args = soak.server_args(model, "cuda", algorithm is not None and algorithm.startswith("DDTREE"),
-                            budget, topk, 4)
+                            budget, topk, 4, dtype=dtype)
     args = [a for a in args if a != "--disable-overlap-schedule"]
     i = args.index("--mem-fraction-static")
     args[i + 1] = "0.12"
@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--topk", type=int, default=4)
     ap.add_argument("--tol", type=float, default=0.2, help="near-tie tolerance (nats)")
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--startup-timeout-s", type=float, default=400.0)
@@ -114,11 +115,11 @@ def main(argv=None) -> int:
         s.headers["Connection"] = "close"
         return {it.index: soak.send(base, it, s, 120, ref, a.tol) for it in items}
 
-    summary = {"model": a.model, "prompts": len(items), "max_new_tokens": a.max_new_tokens, "tol": a.tol,
+    summary = {"model": a.model, "dtype": a.dtype, "prompts": len(items), "max_new_tokens": a.max_new_tokens, "tol": a.tol,
                "budget": a.budget, "topk": a.topk, "algorithms": {}}
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(names)) as pool:
         futs = {n: pool.submit(stack.enter_context, http_server(
-            server_args(a.model, n, a.budget, a.topk), work / f"{n or 'plain'}.log", env(n), a.startup_timeout_s))
+            server_args(a.model, n, a.budget, a.topk, a.dtype), work / f"{n or 'plain'}.log", env(n), a.startup_timeout_s))
             for n in names}
         bases = {n: f.result()[0] for n, f in futs.items()}
         summary["startup_s"] = round(time.time() - t0, 1)
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
     summary["duration_s"] = round(time.time() - t0, 1)
     a.out.write_text(json.dumps(summary, indent=1))
     for n, s in summary["algorithms"].items():
-        print(f"[divergence] {a.model} {n}: equal {s['equal']}, near-tie {s['near_tie']}, mismatch {s['mismatch']} "
+        print(f"[divergence] {a.model} {a.dtype} {n}: equal {s['equal']}, near-tie {s['near_tie']}, mismatch {s['mismatch']} "
               f"of {len(items)} (tol {a.tol}); gaps median {s['gap_median']}, max {max(s['gaps'], default=None)}; "
               f"first difference median position {s['first_diff_pos_median']}; accept length "
               f"{s['accept_length'] if s['accept_length'] is None else round(s['accept_length'], 2)}", flush=True)
