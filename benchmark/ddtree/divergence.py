@@ -90,6 +90,7 @@ def main(argv=None) -> int:
     import requests
 
     from sglang_ddtree.testing import tiny_models
+    from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
     vocab = json.loads((tiny_models.model_path(a.model) / "config.json").read_text())["vocab_size"]
     plan = soak.plan(max(a.prompts * 8, 64), a.seed, vocab, a.max_new_tokens)
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
     work = a.out.parent / f"{a.out.stem}-work"
     work.mkdir(parents=True, exist_ok=True)
     oracle = work / "oracle.json"
-    soak._write_oracle(oracle, {})
+    write_oracle_file(oracle, "first", {})
     names = [None, *a.algorithms]
     t0 = time.time()
 
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
         bases = {n: f.result()[0] for n, f in futs.items()}
         summary["startup_s"] = round(time.time() - t0, 1)
         ref = alone(bases[None], True)
-        soak._write_oracle(oracle, {",".join(map(str, it.prompt)): ref[it.index]["output_ids"] for it in items})
+        write_oracle_file(oracle, "first", [(it.prompt, ref[it.index]["output_ids"]) for it in items])
         outs = dict(zip(a.algorithms, pool.map(lambda n: alone(bases[n], False), a.algorithms)))
         for n in a.algorithms:
             st = soak._info(bases[n])

@@ -656,12 +656,6 @@ def _on_sigterm(signum, frame):
     os._exit(128 + signum)
 
 
-def _write_oracle(path: Path, conts: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"mode": "first", "continuations": conts}))
-    os.replace(tmp, path)
-
-
 def serial_check(items: list, refs: dict, ref_base: str, spec_base: str, timeout: float, tol: float) -> dict:
     """``items`` (greedy ``/generate``) once more, one at a time, to each server (the two servers
     at once). ``ref_load_vs_serial``: the reference's answer under load against its answer alone;
@@ -715,6 +709,7 @@ def run(a) -> dict:
     import requests
 
     from sglang_ddtree.testing import tiny_models
+    from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
     t0 = time.time()
     deadline = math.inf  # set once both servers are up
@@ -741,7 +736,7 @@ def run(a) -> dict:
     work = Path(a.workdir or a.out.parent / f"{a.out.stem}-work")
     work.mkdir(parents=True, exist_ok=True)
     oracle = work / "oracle.json"
-    _write_oracle(oracle, {})
+    write_oracle_file(oracle, "first", {})
     env = {"SGLANG_DDTREE_TEST_POOL_COUNTS": "1", "SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}
     if a.device == "cpu":
         # Two servers on a few cores: one thread each (OpenMP threads of two processes spinning
@@ -812,7 +807,7 @@ def run(a) -> dict:
                 key, cont = r["choices"][0].get("prompt_token_ids"), r["choices"][0].get("token_ids")
             if key and cont is not None:
                 cut = len(cont) if crng.random() < 0.6 else crng.randint(0, len(cont))
-                conts[",".join(map(str, key))] = cont[:cut]
+                conts[tuple(key)] = cont[:cut]
 
         def ref_stage():
             try:
@@ -823,7 +818,7 @@ def run(a) -> dict:
                         for it in mine:
                             learn(it)
                         if a.oracle == "first":
-                            _write_oracle(oracle, conts)
+                            write_oracle_file(oracle, "first", conts)
                         ready[c].set()
                     timeline["ref_main_done_s"] = round(time.time() - t0, 1)
                     if late and wait_idle(ref_base, a.idle_timeout_s) is not None:

@@ -505,8 +505,9 @@ def run_case(name: str, out: Path) -> dict:
     if checks.get("oracle"):
         ref = json.loads((out / f"{reference(name)}.json").read_text())["output_ids"]
         oracle = out / f"{name}.oracle.json"
-        oracle.write_text(json.dumps({"mode": checks["oracle"], "continuations": {
-            ",".join(map(str, p)): c for p, c in zip(PROMPTS, ref)}}))
+        from sglang_ddtree.testing.oracle_drafter import write_oracle_file
+
+        write_oracle_file(oracle, checks["oracle"], zip(PROMPTS, ref))
         env["SGLANG_DDTREE_TEST_ORACLE"] = str(oracle)
     if plain:
         new = [REF_NEW] * len(PROMPTS)

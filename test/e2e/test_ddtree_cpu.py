@@ -22,6 +22,7 @@ import pytest
 
 from cpu_engine import PROMPTS, engine_kwargs, patched_env
 from sglang_ddtree.testing import tiny_models
+from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
 pytestmark = pytest.mark.e2e
 
@@ -123,10 +124,7 @@ def reference(batches, tmp_path_factory):
     files = {}
     for mode in ("first", "sibling", "nowhere"):
         f = oracle / f"{mode}.json"
-        f.write_text(json.dumps({
-            "mode": mode,
-            "continuations": {",".join(map(str, p)): c for p, c in known},
-        }))
+        write_oracle_file(f, mode, known)
         files[mode] = str(f)
     return {
         "mixed": cont, "lens": _ids(base[1]), "after": _ids(after), "logprobs": base[2:4], "grammar": _ids(base[4]), "penalties": _ids(base[5]), "pen_plain": _ids(base[6]),

@@ -15,6 +15,7 @@ import requests
 
 from cpu_engine import PROMPTS, cpu_server, hf_greedy, hf_logprobs
 from sglang_ddtree.testing import tiny_models
+from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
 pytestmark = pytest.mark.e2e
 
@@ -25,10 +26,7 @@ N = 33
 def server(tmp_path_factory, request):
     tmp = tmp_path_factory.mktemp(f"ddtree_http_page{request.param}")
     oracle = tmp / "oracle.json"
-    oracle.write_text(json.dumps({
-        "mode": "first",
-        "continuations": {",".join(map(str, p)): hf_greedy("llama", tuple(p), N) for p in PROMPTS},
-    }))
+    write_oracle_file(oracle, "first", [(p, hf_greedy("llama", tuple(p), N)) for p in PROMPTS])
     args = [
         # Accept-length totals fold into /server_info at each decode log line.
         "--decode-log-interval", "1",

@@ -195,18 +195,18 @@ def test_plan_is_deterministic_and_holds_every_kind():
 def test_oracle_drafter_rereads_a_rewritten_file(tmp_path):
     import os
 
-    from sglang_ddtree.testing.oracle_drafter import OracleDrafter
+    from sglang_ddtree.testing.oracle_drafter import OracleDrafter, write_oracle_file
 
     class Req:
         origin_input_ids = [5, 6]
         output_ids = [40]
 
     f = tmp_path / "oracle.json"
-    f.write_text(json.dumps({"mode": "first", "continuations": {}}))
+    write_oracle_file(f, "first", {})
     o = OracleDrafter(str(f))
     _, ids = o.topk([Req()], 3, 4, 512, "cpu")
     assert 41 not in ids[0, :, 0].tolist()
-    f.write_text(json.dumps({"mode": "first", "continuations": {"5,6": [40, 41, 42, 43]}}))
+    write_oracle_file(f, "first", [((5, 6), [40, 41, 42, 43])])
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # (a clock too coarse to tell the writes apart)
     _, ids = o.topk([Req()], 3, 4, 512, "cpu")

@@ -18,8 +18,8 @@ Past the end of the known continuation the candidates are arbitrary (nothing to 
 Wrong candidates are drawn from tokens that differ from the true one.
 
 The file is read again whenever its modification time changes (checked at every draft), so a
-client may write the continuations after the server started (benchmark/ddtree/soak.py); write
-it atomically (a rename).
+client may write the continuations after the server started (benchmark/ddtree/soak.py):
+:func:`write_oracle_file` writes it atomically (a rename).
 """
 
 from __future__ import annotations
@@ -29,6 +29,24 @@ import math
 import os
 
 import torch
+
+
+MODES = ("first", "sibling", "nowhere")
+
+
+def write_oracle_file(path, mode: str, continuations) -> None:
+    """Write the oracle file at ``path`` atomically (a temporary beside it, then a rename):
+    ``continuations`` maps each prompt (a sequence of ids) to the target's greedy output ids,
+    as a dict or as ``(prompt, output)`` pairs. Raises ValueError for an unknown ``mode``."""
+    if mode not in MODES:
+        raise ValueError(f"oracle mode {mode!r} (one of {', '.join(MODES)})")
+    pairs = continuations.items() if isinstance(continuations, dict) else continuations
+    data = {"mode": mode, "continuations": {",".join(map(str, p)): [int(t) for t in c] for p, c in pairs}}
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
 
 
 class OracleDrafter:
@@ -44,7 +62,7 @@ class OracleDrafter:
             return
         with open(self.path) as f:
             data = json.load(f)
-        if data["mode"] not in ("first", "sibling", "nowhere"):
+        if data["mode"] not in MODES:
             raise ValueError(f"oracle mode {data['mode']!r}")
         self.mode = data["mode"]
         self.cont = {k: list(v) for k, v in data["continuations"].items()}
