@@ -114,6 +114,12 @@ TEST_RECORD_TRACE = _declare(
     "Directory of the trace recording mode (testing/trace_recording.py, benchmark/ddtree/record_traces.py): "
     "every DDTREE step commits only its bonus token and writes the drafter's per-depth top-K and the "
     "committed token there; needs --disable-overlap-schedule and greedy requests.")
+BENCH_REPLAY = _declare(
+    "SGLANG_DDTREE_BENCH_REPLAY", "test", "path", None,
+    "Trace file (docs/traces.md) of the benchmark-only replay drafter (testing/trace_replay.py): DDTREE "
+    "and DFLASH draft the trace's proposals and the target's token at every verified position is the "
+    "trace's, while every forward runs at full size; refused unless the engine loads dummy weights "
+    "(load_format dummy) or the tiny test models.")
 TEST_EXTRA_BUFFER_ARCHS = _declare(
     "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS", "test", "str", None,
     "Comma-separated architectures added to sglang's mamba extra-buffer sets (testing/extra_buffer_arch.py).")
@@ -153,8 +159,8 @@ VENV = _declare(
 
 def wants_test_plugin() -> bool:
     """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
-    return any(v.is_set() for v in (TEST_ORACLE, TEST_RECORD_TRACE, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL,
-                                    TEST_POOL_COUNTS))
+    return any(v.is_set() for v in (TEST_ORACLE, TEST_RECORD_TRACE, BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS,
+                                    TEST_NOMASK_CONTROL, TEST_POOL_COUNTS))
 
 
 def describe(kind: Optional[str] = None) -> str:

@@ -7,6 +7,10 @@ every process the plugin loads in.
 - ``SGLANG_DDTREE_TEST_RECORD_TRACE``: the trace recording mode (``trace_recording.py``): every
   step commits only its bonus token and writes the drafter's top-K; refused together with the
   oracle drafter;
+- ``SGLANG_DDTREE_BENCH_REPLAY``: the benchmark-only replay drafter (``trace_replay.py``): DDTREE
+  and DFLASH draft a recorded trace and the target's logits are replaced by the trace's tokens,
+  every forward still at full size; refused on real weights and together with the oracle drafter
+  or the recording mode;
 - ``SGLANG_DDTREE_TEST_NOMASK_CONTROL``: the tree verify graphs are captured without the tree
   mask (the negative control that proves the mask is applied: output must differ);
 - ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS``: sglang's mamba extra-buffer sets gain architectures
@@ -19,7 +23,8 @@ from __future__ import annotations
 
 import logging
 
-from ..config import TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS, TEST_RECORD_TRACE
+from ..config import (BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS,
+                      TEST_RECORD_TRACE)
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +72,14 @@ def register() -> None:
         HookRegistry.register("sglang_ddtree.worker.DDTreeWorker._decode_step", rec.write_step, HookType.AFTER)
         logger.warning("sglang-ddtree TEST: trace recording into %s (every step commits its bonus token only)",
                        TEST_RECORD_TRACE.get())
+    if BENCH_REPLAY.is_set():
+        clash = [v.name for v in (TEST_ORACLE, TEST_RECORD_TRACE) if v.is_set()]
+        if clash:
+            raise RuntimeError(f"{BENCH_REPLAY.name} excludes {', '.join(clash)}: the replay drafts from its trace")
+        from . import trace_replay
+
+        trace_replay.register()
+        logger.warning("sglang-ddtree BENCH: replay drafter from %s (dummy weights only)", BENCH_REPLAY.get())
     if TEST_NOMASK_CONTROL.get():
         HookRegistry.register("sglang_ddtree.engine.verify_graph.capture_spec_info", _capture_without_mask,
                               HookType.AROUND)
