@@ -33,7 +33,8 @@ def test_proposals_and_targets_equal_the_references():
         lp, ids = table.proposals(req, states, k)
         ref_lp, ref_ids = proposals_reference(traces, req.tolist(), states.tolist(), k)
         assert torch.equal(lp, ref_lp) and torch.equal(ids, ref_ids) and ids.dtype == torch.int64
-    assert torch.equal(table.chain(req, states), proposals_reference(traces, req.tolist(), states.tolist(), 1)[1][..., 0])
+    chain = proposals_reference(traces, req.tolist(), states.tolist(), 1)[1][..., 0]
+    assert torch.equal(table.chain(req, states), chain)
     positions = torch.randint(-3, 90, (16, 7), generator=g)
     assert torch.equal(table.targets(req, positions),
                        targets_reference(traces, req.tolist(), positions.tolist(), table.filler))

@@ -3,8 +3,9 @@ through sglang on CPU, on the tiny random Llama pair and a synthetic trace whose
 random tokens (not the tiny target's greedy output) and whose drafter is partly right: every
 replayed engine's output is the trace's, and per request its verify steps, accept length and
 accepted-draft histogram equal ``trace_sim.simulate``'s exactly, for DDTREE's chain, two
-budgets, and sglang's DFLASH (the chain's). Unit-level: the switch refuses real weights and a
-prompt the trace does not hold."""
+budgets, and sglang's DFLASH (the chain's); a prompt the trace does not hold is refused alone
+(ValueError at admission), the engine serving on. Unit-level: the switch refuses real weights,
+the scheduler-side binding refuses an unknown prompt, and every hook target resolves."""
 
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ def trace_file(tmp_path_factory):
     return path, traces
 
 
-def _serve_replay(path, **spec) -> list:
+UNKNOWN = [9, 9, 9, 9]  # a prompt the trace does not hold
+
+
+def _serve_replay(path, **spec) -> tuple:
     """The trace's requests (``replay_requests``) through one engine on the tiny Llama pair with
-    the switch set."""
+    the switch set, then a request of a prompt the trace does not hold: ``(outputs, the error
+    that request raised)``; the first trace request is served again after it."""
     import sglang as sgl
 
     from cpu_engine import engine_kwargs
@@ -69,8 +74,13 @@ def _serve_replay(path, **spec) -> list:
         engine = sgl.Engine(**engine_kwargs("llama", speculative_draft_model_path=str(
             tiny_models.model_path("dflash-llama")), **spec))
         try:
-            return engine.generate(input_ids=[r["input_ids"] for r in reqs],
+            outs = engine.generate(input_ids=[r["input_ids"] for r in reqs],
                                    sampling_params=[r["sampling_params"] for r in reqs])
+            with pytest.raises(ValueError) as err:
+                engine.generate(input_ids=UNKNOWN, sampling_params=reqs[0]["sampling_params"])
+            again = engine.generate(input_ids=reqs[0]["input_ids"], sampling_params=reqs[0]["sampling_params"])
+            assert again["output_ids"] == outs[0]["output_ids"]
+            return outs, str(err.value)
         finally:
             engine.shutdown()
 
@@ -111,8 +121,10 @@ CASES = {
 def test_a_replayed_engine_accepts_what_the_simulator_says(trace_file, case):
     path, traces = trace_file
     spec, cfg = CASES[case]
-    sims = _assert_replays(_serve_replay(path, **spec), traces, cfg)
+    outs, error = _serve_replay(path, **spec)
+    sims = _assert_replays(outs, traces, cfg)
     assert sum(sum(r.drafts) for r in sims) > 0
+    assert f"{BENCH_REPLAY.name}: request(s)" in error and "does not hold" in error
 
 
 def test_the_switch_refuses_real_weights():
@@ -136,3 +148,16 @@ def test_a_prompt_the_trace_does_not_hold_fails(trace_file):
     assert replay.slot_req.tolist() == [-1, 0, -1, -1, -1, 2, -1, -1]
     with pytest.raises(RuntimeError, match=f"{BENCH_REPLAY.name}: request\\(s\\) \\['r3'\\] have a prompt"):
         replay.bind([req(PROMPTS[1], 2), req([7, 7, 7], 3)])
+
+
+def test_every_hook_target_resolves():
+    """The replay's hooks are registered only under the switch (so ``test/compat/test_hook_targets.py``
+    does not see them): each target must exist in the installed sglang."""
+    import pkgutil
+
+    from sglang_ddtree.testing import trace_replay
+
+    for target, name, kind in trace_replay.HOOKS:
+        obj_path, attr = target.rsplit(".", 1)
+        assert hasattr(pkgutil.resolve_name(obj_path), attr), target
+        assert callable(getattr(trace_replay, name)) and kind in ("BEFORE", "AFTER", "AROUND")

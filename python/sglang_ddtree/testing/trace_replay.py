@@ -9,11 +9,13 @@ installs the hooks below in every scheduler process; no flag reaches them). The 
 - **Refusal.** The target worker refuses to start unless target and drafter load dummy weights
   (``load_format="dummy"``) or are tiny test models under ``build/tiny``: a replayed engine's
   outputs are the trace's, not a real checkpoint's (:func:`refuse_real_weights`).
-- **Requests.** At every prefill the batch's requests are matched to trace requests by their
-  prompt token ids (the recorder's, chat template applied) and the match is written into a
-  device table indexed by request-pool slot; a prompt the trace does not hold fails the step
-  with an error naming the switch (:meth:`Replay.bind`). Every decode step then derives each
-  request's state on the device from its committed length (``core.trace_replay``).
+- **Requests.** A request whose prompt token ids (the recorder's, chat template applied) are not
+  a trace request's is refused at admission, alone, with a ``ValueError`` naming the switch
+  (HTTP 400; :func:`check_prompt`). At every prefill the batch's requests are matched to trace
+  requests by their prompt and the match is written into a device table indexed by
+  request-pool slot (:meth:`Replay.bind`, which fails the step on a prompt the trace does not
+  hold). Every decode step then derives each request's state on the device from its committed
+  length (``core.trace_replay``).
 - **Target** (:func:`replace_target_logits`, AFTER ``ModelRunner.forward``). The narrowest place
   serving DDTREE's tree verify, DFLASH's chain verify and both prefills: the target runner's
   logits, once its forward (CUDA graph or eager) has run at full size. Each logits row becomes
@@ -81,6 +83,11 @@ def refuse_real_weights(server_args) -> None:
                            f"real weights: {', '.join(real)}. Unset {BENCH_REPLAY.name} or load dummy weights.")
 
 
+def _missing_prompt(rids, path) -> str:
+    return (f"{BENCH_REPLAY.name}: request(s) {list(rids)[:5]} have a prompt that the trace {path} does not hold; "
+            "a replayed engine serves the trace's prompts only (their token ids as recorded, chat template applied)")
+
+
 class Replay:
     """One scheduler process's replay: the trace table on the target's device and the
     request-pool slot -> trace request table (``slot_req [pool]`` int64, -1 unbound)."""
@@ -111,9 +118,7 @@ class Replay:
         found = [self.index.get(tuple(int(x) for x in r.origin_input_ids)) for r in reqs]
         missing = [str(getattr(r, "rid", "?")) for r, f in zip(reqs, found) if f is None]
         if missing:
-            raise RuntimeError(f"{BENCH_REPLAY.name}: request(s) {missing[:5]} have a prompt that the trace "
-                               f"{self.path} does not hold; a replayed engine serves the trace's prompts only "
-                               "(their token ids as recorded, chat template applied)")
+            raise RuntimeError(_missing_prompt(missing, self.path))
         slots = torch.tensor([int(r.req_pool_idx) for r in reqs], dtype=torch.long)
         self.reserve(int(slots.max()) + 1)
         self.slot_req[slots.to(self.device)] = torch.tensor(found, dtype=torch.long).to(self.device)
@@ -140,6 +145,22 @@ def replay_requests(path) -> List[dict]:
 
 
 # ----------------------------------------------------------------------------- hooks
+
+_prompts: Optional[set] = None  # the trace's prompts, in the server process
+
+
+def check_prompt(result, self, obj, input_ids, *args, **kwargs):
+    """AFTER ``TokenizerManager._validate_one_request`` (the per-request admission check, in the
+    server process): ``ValueError`` for a prompt the trace does not hold."""
+    global _prompts
+    if input_ids is None:
+        return result
+    if _prompts is None:
+        _prompts = {tuple(int(x) for x in r.prompt.tolist()) for r in TraceSet.load(BENCH_REPLAY.get()).requests}
+    if tuple(int(x) for x in input_ids) not in _prompts:
+        raise ValueError(_missing_prompt([getattr(obj, "rid", None)], BENCH_REPLAY.get()))
+    return result
+
 
 def on_worker_init(result, self, *args, **kwargs):
     """AFTER ``TpModelWorker.__init__``: the target worker refuses real weights and loads the
@@ -236,6 +257,7 @@ def dflash_chain(self, batch, *args, **kwargs):
 
 
 HOOKS = (
+    ("sglang.srt.managers.tokenizer_manager.TokenizerManager._validate_one_request", "check_prompt", "AFTER"),
     ("sglang.srt.managers.tp_worker.TpModelWorker.__init__", "on_worker_init", "AFTER"),
     ("sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation", "bind_prefill", "BEFORE"),
     ("sglang.srt.model_executor.model_runner.ModelRunner.forward", "replace_target_logits", "AFTER"),
