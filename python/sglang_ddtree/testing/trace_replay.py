@@ -196,7 +196,7 @@ def replace_target_logits(result, self, *args, **kwargs):
     trace's token after each row's sequence position: a verify's positions
     (``forward_batch.positions``, ``[bs * W]``), an extend's last position ``seq_len - 1``, a
     decode's position."""
-    if self.is_draft_worker:
+    if self.is_draft_worker or _active is None:  # (None: a forward of the worker's own initialisation)
         return result
     forward_batch = args[0] if args else kwargs["forward_batch"]
     logits_output = getattr(result, "logits_output", None)
