@@ -4,7 +4,7 @@ random tokens (not the tiny target's greedy output) and whose drafter is partly 
 replayed engine's output is the trace's, and per request its verify steps, accept length and
 accepted-draft histogram equal ``trace_sim.simulate``'s exactly, for DDTREE's chain, two
 budgets, and sglang's DFLASH (the chain's); a prompt the trace does not hold is refused alone
-(ValueError at admission), the engine serving on. Unit-level: the switch refuses real weights,
+(the scheduler aborts it: ValueError from the engine), the engine serving on. Unit-level: the switch refuses real weights,
 the scheduler-side binding refuses an unknown prompt, and every hook target resolves."""
 
 from __future__ import annotations
@@ -148,6 +148,10 @@ def test_a_prompt_the_trace_does_not_hold_fails(trace_file):
     assert replay.slot_req.tolist() == [-1, 0, -1, -1, -1, 2, -1, -1]
     with pytest.raises(RuntimeError, match=f"{BENCH_REPLAY.name}: request\\(s\\) \\['r3'\\] have a prompt"):
         replay.bind([req(PROMPTS[1], 2), req([7, 7, 7], 3)])
+    aborted = req([7, 7, 7], 4)
+    aborted.to_finish = "abort"  # already aborted by the scheduler's validation: still prefilled, bound anywhere
+    replay.bind([aborted])
+    assert int(replay.slot_req[4]) == 0
 
 
 def test_every_hook_target_resolves():

@@ -10,8 +10,9 @@ installs the hooks below in every scheduler process; no flag reaches them). The 
   (``load_format="dummy"``) or are tiny test models under ``build/tiny``: a replayed engine's
   outputs are the trace's, not a real checkpoint's (:func:`refuse_real_weights`).
 - **Requests.** A request whose prompt token ids (the recorder's, chat template applied) are not
-  a trace request's is refused at admission, alone, with a ``ValueError`` naming the switch
-  (HTTP 400; :func:`check_prompt`). At every prefill the batch's requests are matched to trace
+  a trace request's is aborted alone, with a message naming the switch, by the scheduler's
+  DFlash-family request validation (:func:`check_prompt`; DDTREE and DFLASH servers). At every
+  prefill the batch's requests are matched to trace
   requests by their prompt and the match is written into a device table indexed by
   request-pool slot (:meth:`Replay.bind`, which fails the step on a prompt the trace does not
   hold). Every decode step then derives each request's state on the device from its committed
@@ -83,6 +84,14 @@ def refuse_real_weights(server_args) -> None:
                            f"real weights: {', '.join(real)}. Unset {BENCH_REPLAY.name} or load dummy weights.")
 
 
+def _finished(req) -> bool:
+    """Whether ``req`` is finished or set to finish (an abort: ``Req.set_finish_with_abort``)."""
+    if getattr(req, "to_finish", None) is not None:
+        return True
+    done = getattr(req, "finished", None)
+    return bool(done()) if callable(done) else False
+
+
 def _missing_prompt(rids, path) -> str:
     return (f"{BENCH_REPLAY.name}: request(s) {list(rids)[:5]} have a prompt that the trace {path} does not hold; "
             "a replayed engine serves the trace's prompts only (their token ids as recorded, chat template applied)")
@@ -112,10 +121,14 @@ class Replay:
 
     def bind(self, reqs) -> None:
         """The requests' pool slots -> their trace requests (host work, at prefill only);
-        RuntimeError for a prompt the trace does not hold."""
+        RuntimeError for a prompt the trace does not hold (unless the request is already
+        finished: aborted)."""
         if not reqs:
             return
         found = [self.index.get(tuple(int(x) for x in r.origin_input_ids)) for r in reqs]
+        # A request already aborted (check_prompt) still passes through a prefill; its tokens
+        # are discarded: any trace request serves.
+        found = [0 if f is None and _finished(r) else f for r, f in zip(reqs, found)]
         missing = [str(getattr(r, "rid", "?")) for r, f in zip(reqs, found) if f is None]
         if missing:
             raise RuntimeError(_missing_prompt(missing, self.path))
@@ -146,19 +159,14 @@ def replay_requests(path) -> List[dict]:
 
 # ----------------------------------------------------------------------------- hooks
 
-_prompts: Optional[set] = None  # the trace's prompts, in the server process
-
-
-def check_prompt(result, self, obj, input_ids, *args, **kwargs):
-    """AFTER ``TokenizerManager._validate_one_request`` (the per-request admission check, in the
-    server process): ``ValueError`` for a prompt the trace does not hold."""
-    global _prompts
-    if input_ids is None:
+def check_prompt(result, req, *args, **kwargs):
+    """AFTER ``scheduler.validate_dflash_request`` (asked by the scheduler about every request of
+    a DFlash-family server; a message aborts that request alone): the message for a prompt the
+    trace does not hold."""
+    if result is not None or _active is None:
         return result
-    if _prompts is None:
-        _prompts = {tuple(int(x) for x in r.prompt.tolist()) for r in TraceSet.load(BENCH_REPLAY.get()).requests}
-    if tuple(int(x) for x in input_ids) not in _prompts:
-        raise ValueError(_missing_prompt([getattr(obj, "rid", None)], BENCH_REPLAY.get()))
+    if tuple(int(x) for x in req.origin_input_ids) not in _active.index:
+        return _missing_prompt([getattr(req, "rid", None)], _active.path)
     return result
 
 
@@ -257,7 +265,7 @@ def dflash_chain(self, batch, *args, **kwargs):
 
 
 HOOKS = (
-    ("sglang.srt.managers.tokenizer_manager.TokenizerManager._validate_one_request", "check_prompt", "AFTER"),
+    ("sglang.srt.managers.scheduler.validate_dflash_request", "check_prompt", "AFTER"),
     ("sglang.srt.managers.tp_worker.TpModelWorker.__init__", "on_worker_init", "AFTER"),
     ("sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation", "bind_prefill", "BEFORE"),
     ("sglang.srt.model_executor.model_runner.ModelRunner.forward", "replace_target_logits", "AFTER"),
