@@ -12,11 +12,10 @@ installs the hooks below in every scheduler process; no flag reaches them). The 
 - **Requests.** A request whose prompt token ids (the recorder's, chat template applied) are not
   a trace request's is aborted alone, with a message naming the switch, by the scheduler's
   DFlash-family request validation (:func:`check_prompt`; DDTREE and DFLASH servers). At every
-  prefill the batch's requests are matched to trace
-  requests by their prompt and the match is written into a device table indexed by
-  request-pool slot (:meth:`Replay.bind`, which fails the step on a prompt the trace does not
-  hold). Every decode step then derives each request's state on the device from its committed
-  length (``core.trace_replay``).
+  prefill the batch's requests are matched to trace requests by prompt into a device table by
+  request-pool slot (:meth:`Replay.bind`; it fails the step on an unknown prompt that was not
+  aborted, as on a server without speculation, whose decode logits are replaced too). Every
+  decode step derives each request's state on the device from its committed length.
 - **Target** (:func:`replace_target_logits`, AFTER ``ModelRunner.forward``). The narrowest place
   serving DDTREE's tree verify, DFLASH's chain verify and both prefills: the target runner's
   logits, once its forward (CUDA graph or eager) has run at full size. Each logits row becomes
