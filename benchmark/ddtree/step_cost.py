@@ -205,6 +205,33 @@ def collect_child(rc, rows_file: Path):
     return rows, (f"{rc} after {len(rows)} measured row(s)" if rows else rc)
 
 
+def engine_kwargs(target: str, drafter: str, cfg: str, max_concurrency: int, extra: dict, ddtree_extra: dict,
+                  auto_table: Optional[str] = None, config_extra: Optional[dict] = None, dev: str = "cuda") -> dict:
+    """The Engine arguments of configuration ``cfg`` on ``dev`` ("cuda" or "cpu"): dummy weights,
+    no tokenizer, sized for ``max_concurrency`` requests (CUDA graphs up to it on the GPU; no
+    overlap, a small pool on CPU), then :func:`spec_kwargs`, ``extra`` (``--engine-arg``),
+    ``ddtree_extra`` (``--ddtree-arg``, DDTREE configurations only; the chain stays a chain) and
+    ``config_extra`` (``--config-arg``, this configuration alone), each over the ones before."""
+    kw = dict(model_path=target, load_format="dummy", skip_tokenizer_init=True, device=dev,
+              dtype="bfloat16" if dev == "cuda" else "float32",
+              max_running_requests=max_concurrency, log_level="error")
+    if dev == "cuda":
+        # sglang's automatic --mem-fraction-static (DDTREE lowers it by its verify graphs' need,
+        # engine/verify_memory.py): a fixed 0.85 left budgets 64+ at 64 requests too little.
+        # --engine-arg mem_fraction_static=... still pins it.
+        kw["cuda_graph_max_bs_decode"] = max_concurrency
+    else:
+        kw.update(disable_overlap_schedule=True, max_total_tokens=16384, mem_fraction_static=0.3)
+    kw.update(spec_kwargs(cfg, drafter, auto_table))
+    kw.update(extra)
+    if cfg.startswith("DDTREE"):
+        kw.update(ddtree_extra)
+        if base_config(cfg) == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
+            kw.update(spec_kwargs(cfg, drafter))
+    kw.update(config_extra or {})
+    return kw
+
+
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
             vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1,
             profile: bool = False, on_row=None, config_extra: Optional[dict] = None) -> list:
@@ -221,23 +248,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     import torch
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    kw = dict(model_path=target, load_format="dummy", skip_tokenizer_init=True, device=dev,
-              dtype="bfloat16" if dev == "cuda" else "float32",
-              max_running_requests=max(concurrency), log_level="error")
-    if dev == "cuda":
-        # sglang's automatic --mem-fraction-static (DDTREE lowers it by its verify graphs' need,
-        # engine/verify_memory.py): a fixed 0.85 left budgets 64+ at 64 requests too little.
-        # --engine-arg mem_fraction_static=... still pins it.
-        kw["cuda_graph_max_bs_decode"] = max(concurrency)
-    else:
-        kw.update(disable_overlap_schedule=True, max_total_tokens=16384, mem_fraction_static=0.3)
-    kw.update(spec_kwargs(cfg, drafter, auto_table))
-    kw.update(extra)
-    if cfg.startswith("DDTREE"):
-        kw.update(ddtree_extra)
-        if base_config(cfg) == "DDTREE-chain":  # stays a chain whatever --ddtree-arg says
-            kw.update(spec_kwargs(cfg, drafter))
-    kw.update(config_extra or {})
+    kw = engine_kwargs(target, drafter, cfg, max(concurrency), extra, ddtree_extra, auto_table, config_extra, dev)
     rng = random.Random(0)
     rows = []
     t0 = time.time()
