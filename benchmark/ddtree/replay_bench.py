@@ -6,7 +6,7 @@ accepted (the replay drafter, ``SGLANG_DDTREE_BENCH_REPLAY``, docs/traces.md "Re
     python benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36
     python benchmark/ddtree/replay_bench.py --trace benchmark/ddtree/traces/humaneval.pt --models /tmp/qwen36 \\
         --auto-table STEP_COST.json --max-concurrency DFLASH=16 --out replay.json [--plot replay.png]
-    python benchmark/ddtree/replay_bench.py --report replay.json [--plot replay.png]   # table / plot again
+    python benchmark/ddtree/replay_bench.py --report replay.json [more.json ...] [--plot replay.png]  # again
 
 **Engines.** One per configuration, each in a process of its own (a scheduler that dies takes
 only its configuration down), built as ``step_cost.py`` builds them (``step_cost.engine_kwargs``:
@@ -326,7 +326,7 @@ def plot(rows: List[dict], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         print(f"[replay] --plot {path}: matplotlib is not importable here; no plot (make it later with "
-              f"{PROG} --report {path.with_suffix('.json').name} --plot {path.name} where it is)", flush=True)
+              f"{PROG} --report OUT.json --plot {path.name} where it is)", flush=True)
         return False
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for cfg in dict.fromkeys(r["config"] for r in rows):
@@ -351,6 +351,20 @@ def report(d: dict, plot_path: Optional[Path]) -> None:
     print(markdown(d["rows"]), flush=True)
     if plot_path is not None:
         plot(d["rows"], plot_path)
+
+
+def merged_outputs(paths: List[Path]) -> dict:
+    """Several outputs as one: every file's rows in order (a later file's row in place of an
+    earlier one's of the same configuration and concurrency), the first file's meta with
+    ``"from"`` the paths."""
+    rows: List[dict] = []
+    meta: dict = {}
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        meta = meta or dict(d.get("meta") or {})
+        mine = {(r["config"], r["concurrency"]) for r in d["rows"]}
+        rows = [r for r in rows if (r["config"], r["concurrency"]) not in mine] + list(d["rows"])
+    return {"meta": dict(meta, **{"from": [str(p) for p in paths]}), "rows": rows}
 
 
 def problems(rows: List[dict], meta: dict) -> List[str]:
@@ -424,13 +438,14 @@ def main() -> int:
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
     ap.add_argument("--plot", type=Path, help="a PNG of tokens/s and accept length (needs matplotlib)")
-    ap.add_argument("--report", type=Path, metavar="JSON",
-                    help="print the table (and --plot) of an earlier output; runs nothing")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                    help="print the table (and --plot) of earlier outputs, their rows together (a sweep spread "
+                         "over several calls); runs nothing")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.report:
-        report(json.loads(a.report.read_text()), a.plot)
+        report(merged_outputs(a.report), a.plot)
         return 0
     if a.trace is None or a.out is None or not (a.models or (a.target_path and a.drafter_path)):
         raise SystemExit(f"{PROG}: give --trace, --out and --models DIR or --target-path and --drafter-path")

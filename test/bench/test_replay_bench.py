@@ -112,7 +112,7 @@ def test_replay_bench_refuses_before_any_engine(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_auto_verdicts_and_the_table():
+def test_auto_verdicts_and_the_table(tmp_path):
     """Budget auto against the best fixed DDTREE configuration by tokens/s per request, within
     the larger timed-round spread of the two; ratios to DFLASH and to no speculation."""
     sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
@@ -133,3 +133,11 @@ def test_auto_verdicts_and_the_table():
     assert "| DDTREE-16 | 4 | 50.00 | 1.25x | 2.50x |" in md
     assert rb.problems([dict(row("DDTREE-16", 1, 1.0), sim_agrees=False)], {}) == [
         "DDTREE-16 @ 1: accept length 1.0 measured, 1.0 simulated"]
+    # --report over several calls' outputs: rows together, a later file's row replacing an earlier one's.
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"meta": {"trace": "t.pt"}, "rows": rows[:3]}))
+    b.write_text(json.dumps({"meta": {"trace": "t.pt"}, "rows": [row("DDTREE-chain", 4, 46.0)] + rows[3:]}))
+    m = rb.merged_outputs([a, b])
+    assert [(x["config"], x["tok_s_per_request"]) for x in m["rows"]] == [
+        ("no-spec", 20.0), ("DFLASH", 40.0), ("DDTREE-chain", 46.0), ("DDTREE-16", 50.0), ("DDTREE-auto", 45.0)]
+    assert m["meta"] == {"trace": "t.pt", "from": [str(a), str(b)]}
