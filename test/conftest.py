@@ -49,14 +49,28 @@ def pytest_collection_modifyitems(config, items):
 def built_wheel(tmp_path_factory):
     """The sglang-ddtree wheel built from this checkout as ``scripts/build_wheel.sh`` builds it
     (``pip wheel --no-build-isolation``: with nvcc here, the CUDA tree kernels prebuilt in it);
-    built once per test session (the kernel build takes ~30 s)."""
+    built once per test run: the pytest-xdist workers share it through their common temporary
+    folder under a file lock (the kernel build takes ~30 s)."""
     import subprocess
 
-    out = tmp_path_factory.mktemp("wheel")
-    root = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "-w", str(out), str(root)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    (whl,) = out.glob("sglang_ddtree-*.whl")
+    from filelock import FileLock
+
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is a folder of the run's own (popen-gwN): its parent is
+    # common to the run's workers and to nothing else. Without xdist the base is the run's.
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "built-wheel"
+    with FileLock(str(shared / "built-wheel.lock")):
+        found = sorted(out.glob("sglang_ddtree-*.whl"))
+        if not found:
+            out.mkdir(exist_ok=True)
+            root = Path(__file__).resolve().parents[1]
+            r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q",
+                                "--no-deps", "--no-build-isolation", "-w", str(out), str(root)],
+                               capture_output=True, text=True, timeout=900)
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+            found = sorted(out.glob("sglang_ddtree-*.whl"))
+    (whl,) = found
     return whl

@@ -315,7 +315,7 @@ def test_oracle_nowhere_accepts_nothing(batches, reference):
         assert worst < 1e-3, worst
 
 
-@pytest.mark.parametrize("budget", [8, 32])
+@pytest.mark.parametrize("budget", [32])  # (budget 8: the oracle-nowhere engine serves it)
 def test_random_drafter_is_lossless(batches, reference, budget):
     # Sampled requests whose filters leave only the likeliest token (top-p 1e-6, min-p 1, and
     # both with top-k 3): they go through the sampling path of the verify and must still
@@ -405,17 +405,16 @@ def test_pages_of_many_tokens_move_the_path_and_stay_lossless(batches, reference
     """--page-size > 1: the accepted path's KV moves into place (no slot permutation). Full-depth
     oracle paths of 16 tokens cross page boundaries (prompts of 5, 3, 19 and 1 tokens), requests
     finish mid-page, the radix cache hands follow-ups whole pages committed that way; every output
-    equals no speculation at the same page size, and no slot leaks (STRICT)."""
+    equals no speculation (at page size 1: the tiny Llama's greedy output does not depend on the
+    page size, and a difference fails here either way), and no slot leaks (STRICT)."""
     follow = _follow_ups(reference["mixed"])
     work = [batches["mixed"], batches["lens"], follow]
-    plain, plain_after = _run(work, page_size=page_size)
     info = []
     runs, after = _run(work, env={"SGLANG_DDTREE_TEST_ORACLE": reference["oracle"]["first"]}, info_out=info,
                        page_size=page_size, **_ddtree(budget=15))
     want = [reference["mixed"], reference["lens"], reference["follow_ups"]]
-    assert [_ids(r) for r in plain] == want  # the page size changes nothing without speculation
     assert [_ids(r) for r in runs] == want
-    assert _ids(after) == _ids(plain_after) == reference["after"]
+    assert _ids(after) == reference["after"]
     for o in runs[0]:  # every step accepted all 15 drafts: the moves really happened
         assert o["meta_info"]["spec_correct_drafts_histogram"] == [0] * 15 + [2]
     cached = [o["meta_info"]["cached_tokens"] for o in runs[2]]
