@@ -479,18 +479,19 @@ def main() -> int:
         a.out.write_text(json.dumps(rows))
         return 0
 
+    from importlib.metadata import version
+
     from sglang_ddtree.core.traces import TraceSet
 
     trace_set = TraceSet.load(a.trace)
-    import sglang
-
     meta = {"trace": str(a.trace), "trace_meta": trace_set.meta, "trace_requests": len(trace_set.requests),
             "trace_output_tokens": sum(int(r.output.shape[0]) for r in trace_set.requests),
-            "target": target, "drafter": drafter, "commit": _commit(), "sglang_version": str(sglang.__version__),
-            "torch_version": str(torch.__version__), **sc.device_facts(False),
+            "target": target, "drafter": drafter, "commit": _commit(), "sglang_version": version("sglang"),
+            "torch_version": str(torch.__version__),
+            # (the GPU's name from a process of its own: this one holds no GPU memory beside the engines)
+            "device": sc.device_facts(False)["device"] if torch.cuda.is_available() else "cpu",
             "rounds": a.rounds, "round_requests": a.round_requests, "warmup_requests": a.warmup_requests,
             "engine_args": extra, "ddtree_args": ddtree_extra}
-    meta.pop("copy_bandwidth_gbs", None)
     if per_config:
         meta["config_args"] = per_config
     auto_table = None
@@ -515,10 +516,12 @@ def main() -> int:
         if auto_table is not None:
             cmd += ["--auto-table", str(auto_table.resolve())]
         one.unlink(missing_ok=True)
+        t_cfg = time.time()
         try:
             rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        meta.setdefault("config_wall_s", {})[cfg] = round(time.time() - t_cfg, 1)  # engine start to shutdown
         got, failure = sc.collect_child(rc, one)
         rows += got
         if failure is not None:

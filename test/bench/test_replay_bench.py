@@ -6,6 +6,7 @@ the simulator's exactly (per request too), budget auto's choices reported, the t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,10 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
                         "--configs", *CONFIGS, "--concurrency", "1", "2", "--rounds", "1", "--warmup-requests", "1",
                         "--ddtree-arg", f"speculative_ddtree_topk={K}", "--auto-table", str(table),
                         "--out", str(out), "--plot", str(tmp_path / "replay.png")],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600,
+                       # one OpenMP thread per process: on 2 shared cores the engine processes' spinning
+                       # OpenMP threads slow a 3-request round from ~0.3 s to 5-15 s
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     d = json.loads(out.read_text())
     meta, rows = d["meta"], d["rows"]
