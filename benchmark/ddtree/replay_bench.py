@@ -48,8 +48,8 @@ each round's values beside it):
 Output: ``--out`` (``{"meta": trace meta, device, commit, arguments; "rows": [...]}``), a
 ``[replay] {row}`` line per row, and a markdown table (tokens/s per request and accept length
 per configuration and concurrency, ratios to DFLASH and to no speculation; budget auto against
-the best fixed DDTREE configuration with the timed rounds' spread). Exit status 1 when a row
-failed or a measured accept length differs from the simulator's.
+the best fixed DDTREE configuration with the timed rounds' spread). Exit status 1 when a
+configuration's process or a row failed, or a measured accept length differs from the simulator's.
 """
 
 from __future__ import annotations
@@ -354,16 +354,18 @@ def report(d: dict, plot_path: Optional[Path]) -> None:
 
 
 def merged_outputs(paths: List[Path]) -> dict:
-    """Several outputs as one: every file's rows in order (a later file's row in place of an
-    earlier one's of the same configuration and concurrency), the first file's meta with
-    ``"from"`` the paths."""
+    """Several outputs (``--out`` files, or a configuration's own ``<out>.<config>.json``, a list
+    of rows) as one: every file's rows in order (a later file's row in place of an earlier one's
+    of the same configuration and concurrency), the first meta with ``"from"`` the paths."""
     rows: List[dict] = []
     meta: dict = {}
     for p in paths:
         d = json.loads(Path(p).read_text())
-        meta = meta or dict(d.get("meta") or {})
-        mine = {(r["config"], r["concurrency"]) for r in d["rows"]}
-        rows = [r for r in rows if (r["config"], r["concurrency"]) not in mine] + list(d["rows"])
+        if isinstance(d, dict):
+            meta = meta or dict(d.get("meta") or {})
+        got = sc.table_rows(Path(p))
+        mine = {(r["config"], r["concurrency"]) for r in got}
+        rows = [r for r in rows if (r["config"], r["concurrency"]) not in mine] + got
     return {"meta": dict(meta, **{"from": [str(p) for p in paths]}), "rows": rows}
 
 

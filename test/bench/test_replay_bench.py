@@ -145,3 +145,7 @@ def test_auto_verdicts_and_the_table(tmp_path):
     assert [(x["config"], x["tok_s_per_request"]) for x in m["rows"]] == [
         ("no-spec", 20.0), ("DFLASH", 40.0), ("DDTREE-chain", 46.0), ("DDTREE-16", 50.0), ("DDTREE-auto", 45.0)]
     assert m["meta"] == {"trace": "t.pt", "from": [str(a), str(b)]}
+    one = tmp_path / "a.DDTREE-64.json"  # a configuration's own file (its sweep cut before the end): a list
+    one.write_text(json.dumps([row("DDTREE-64", 4, 30.0)]))
+    m = rb.merged_outputs([a, one])
+    assert [x["config"] for x in m["rows"]] == ["no-spec", "DFLASH", "DDTREE-chain", "DDTREE-64"]

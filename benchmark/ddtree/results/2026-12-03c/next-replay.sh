@@ -6,11 +6,13 @@
 # 64 requests, triton, context 8192, graphs + overlap, wy; DFLASH up to 16 requests (it cannot
 # allocate its GDN scratch for 64 at 27B). Budget auto chooses over the section-5 step-cost table
 # (results/2026-12-02-s17/call3/sc/step_cost.auto-table.json, measured at c2afc7e).
-# Per configuration ~110-150 s (engine start 60-90 s; 8 requests a round, 2 timed rounds after a
-# warm-up of 4; budget 64 at 64 requests is the slowest cell, ~10 s a round), so one call fits
-# about three configurations: they run in order of importance (auto, DFLASH, budget 16 first) and
-# --deadline-s starts none that could not finish. A next call with CONFIGS='<meta.not_run_deadline
-# of this one>' continues; `replay_bench.py --report A/replay.json B/replay.json --plot x.png`
+# Per configuration ~110-150 s (engine start 60-90 s, the first on a fresh machine up to ~150 s
+# with Triton's compiles; 8 requests a round, 2 timed rounds after a warm-up of 4; budget 64 at 64
+# requests is the slowest cell, ~10 s a round), so one call fits about three configurations: they
+# run in order of importance (auto, DFLASH, budget 16 first), none starts after 400 s into the
+# call, and one cut by the call's end keeps its rows of the concurrencies it finished (its
+# replay.<config>.json, its [replay] lines in rc.txt). A next call with CONFIGS='<meta.
+# not_run_deadline of this one>' continues; `replay_bench.py --report A/replay.json B/replay.json --plot x.png`
 # gives the table (and the plot, where matplotlib is) of both. Carry the bundle (assets' drafter
 # moved aside) and the trace.
 R=${OUT:?}
@@ -21,19 +23,20 @@ if [[ ! -f $TRACE ]]; then
        "carry it in the checkout (or set TRACE=path)" | tee $R/rc.txt
   exit 2
 fi
+CAP=(); [[ " $CONFIGS " == *" DFLASH "* ]] && CAP=(--max-concurrency DFLASH=16)  # (a cap must name a listed config)
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
 echo "prep at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-# The last configuration must start by 560 - 220 s into the call (its engine start plus 4 concurrencies).
+# No configuration starts after 400 s into the call (--deadline-s counts from the sweep's start).
 timeout $(( 560 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/rp bench benchmark/ddtree/replay_bench.py \
   --trace $TRACE --models /tmp/qwen36 --configs $CONFIGS --concurrency 1 4 16 64 \
-  --rounds 2 --round-requests 8 --warmup-requests 4 --max-concurrency DFLASH=16 \
+  --rounds 2 --round-requests 8 --warmup-requests 4 "${CAP[@]}" \
   --auto-table benchmark/ddtree/results/2026-12-02-s17/call3/sc/step_cost.auto-table.json \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1,4,16,64]' \
-  --engine-arg context_length=8192 --case-timeout-s 240 --deadline-s $(( 340 - $(date +%s) + t0 )) \
+  --engine-arg context_length=8192 --case-timeout-s 240 --deadline-s $(( 400 - $(date +%s) + t0 )) \
   --out $R/rp/replay.json --plot $R/rp/replay.png > $R/rp.out 2>&1
 echo "replay rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cp $R/rp/replay.json $R/rp/replay.png $R/ 2>/dev/null
