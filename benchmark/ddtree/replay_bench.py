@@ -284,11 +284,11 @@ def markdown(rows: List[dict]) -> str:
                      f"{r['accept_length']:.3f} | {'-' if sim is None else f'{sim:.3f}'}{flag} |")
     verdicts = auto_verdicts(ok)
     if verdicts:
-        lines += ["", "| conc | auto tok/s per request | best fixed | its tok/s | gap | noise | auto's choices |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", "| conc | auto tok/s per request | best fixed | its tok/s | gap | noise | auto >= best "
+                      "within noise | auto's choices |", "|---|---|---|---|---|---|---|---|"]
         for v in verdicts:
             lines.append(f"| {v['concurrency']} | {v['auto']:.2f} | {v['best']} | {v['best_tok_s']:.2f} | "
-                         f"{v['gap']:+.1%} | {v['noise']:.1%} | {v['choices']} |")
+                         f"{v['gap']:+.1%} | {v['noise']:.1%} | {'yes' if v['ok'] else 'no'} | {v['choices']} |")
     return "\n".join(lines)
 
 
