@@ -450,10 +450,31 @@ LOGPROB_KEYS = ("output_token_logprobs", "output_top_logprobs", "output_token_id
 INPUT_LOGPROB_KEYS = ("input_token_logprobs", "input_top_logprobs", "input_token_ids_logprobs")
 
 
-def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: float, tokenizer) -> tuple:
+def _ambiguous_text(tok, text: str) -> bool:
+    """Whether more than one vocabulary id decodes to ``text`` alone (byte-level BPE: every
+    lone byte of a multi-byte character decodes to U+FFFD), so that an OpenAI top-logprob entry
+    named by its text cannot say which id it is. Per-tokenizer cache (the soak's tiny vocabularies)."""
+    counts = getattr(tok, "_soak_text_counts", None)
+    if counts is None:
+        counts = {}
+        for i in range(len(tok)):
+            t = tok.decode([i])
+            counts[t] = counts.get(t, 0) + 1
+        tok._soak_text_counts = counts
+    return counts.get(text, 0) > 1
+
+
+def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: float, tokenizer,
+          rescore=None) -> tuple:
     """``(status, detail)`` of a DDTREE answer: status ``ok``, ``near_tie`` (equal up to a bf16
     near-tie of the reference, where it took the other of the top two), ``mismatch`` or
-    ``failed`` (a wrong answer of a kind with nothing to compare)."""
+    ``failed`` (a wrong answer of a kind with nothing to compare).
+
+    A chat answer's near-tie is read from the reference's top logprobs, which the OpenAI format
+    names by text; where DDTREE's token's text is ambiguous (``_ambiguous_text``) the gap comes
+    from ``rescore(ids, want) -> (greedy id, {id: logprob})`` instead: the reference server
+    scoring both ids after the prompt and the common prefix (``/generate``,
+    ``token_ids_logprob``). Without ``rescore`` such a difference is a mismatch."""
     kind, body = item.kind, item.body
     if kind in ("refusal", "disconnect", "abort"):
         return "ok", got["outcome"]
@@ -481,11 +502,20 @@ def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: f
         if tol > 0 and i < len(gi) and i < len(content) and len(content[i].get("top_logprobs") or []) >= 2:
             top = content[i]["top_logprobs"]
             mine = tokenizer().decode([gi[i]])
+            window = {"pos": i, "got": gi[max(0, i - 2): i + 3], "ref": ri[max(0, i - 2): i + 3], "mine": mine}
+            prompt = r.get("prompt_token_ids")
+            if _ambiguous_text(tokenizer(), mine):
+                if rescore is None or i >= len(ri) or not prompt:
+                    return "mismatch", dict(window, why="ambiguous token text, not re-scored")
+                greedy, lp = rescore(list(prompt) + list(ri[:i]), [ri[i], gi[i]])
+                gap = lp[ri[i]] - lp[gi[i]]
+                if gap <= tol:
+                    return "near_tie", {"pos": i, "gap": gap, "rescored": True}
+                return "mismatch", dict(window, gap=gap, rescored={"greedy": greedy, "logprobs": lp})
             gap = next((top[0]["logprob"] - t["logprob"] for t in top if t["token"] == mine), None)
             if gap is not None and gap <= tol:
                 return "near_tie", {"pos": i, "gap": gap}
-            return "mismatch", {"pos": i, "got": gi[max(0, i - 2): i + 3], "ref": ri[max(0, i - 2): i + 3],
-                                "gap": gap, "top": [(t["token"], round(t["logprob"], 4)) for t in top], "mine": mine}
+            return "mismatch", dict(window, gap=gap, top=[(t["token"], round(t["logprob"], 4)) for t in top])
         return "mismatch", {"pos": i, "got": gi[max(0, i - 2): i + 3], "ref": ri[max(0, i - 2): i + 3]}
     gm, rm = got["meta"], ref["meta"]
     c = _compare_ids(got["output_ids"], ref["output_ids"], _top(rm), tol)
@@ -841,10 +871,17 @@ def run(a) -> dict:
                 return
             t = time.time() - t
             try:
-                status, detail = check(it, got, refs.get(it.index), tol, logprob_tol, tokenizer)
+                status, detail = check(it, got, refs.get(it.index), tol, logprob_tol, tokenizer, rescore)
             except Exception as e:  # a malformed answer
                 status, detail = "failed", "check: " + _why(e)
             tally.add(it, status, detail, seconds=t)
+
+        def rescore(ids: list, want: list) -> tuple:
+            out = _post(session(), ref_base, "/generate",
+                        {"input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
+                         "return_logprob": True, "token_ids_logprob": want}, a.request_timeout_s)
+            (entries,) = out["meta_info"]["output_token_ids_logprobs"]
+            return out["output_ids"][0], {e[1]: e[0] for e in entries}
 
         tok_cache = []
 

@@ -151,13 +151,37 @@ def test_check_fails_on_a_different_token_a_logprob_beyond_tolerance_and_a_short
                                                              {"token": "x", "logprob": -0.52}]} for t in "abc"]
     chat_ref_lp = {"choices": [{"token_ids": [4, 5, 6], "logprobs": {"content": content}}]}
 
-    class Tok:
-        @staticmethod
-        def decode(ids):
-            return {7: "x", 8: "y"}[ids[0]]
+    class Tok:  # ids 10 and 11 are lone bytes: both decode to U+FFFD
+        TEXT = {4: "a", 5: "b", 6: "c", 7: "x", 8: "y", 10: "\ufffd", 11: "\ufffd"}
 
-    assert soak.check(chat, {"choices": [{"token_ids": [4, 7, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: Tok)[0] == "near_tie"
-    assert soak.check(chat, {"choices": [{"token_ids": [4, 8, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: Tok)[0] == "mismatch"
+        def __len__(self):
+            return 12
+
+        def decode(self, ids):
+            return self.TEXT.get(ids[0], f"<{ids[0]}>")
+
+    tok = Tok()
+    assert soak.check(chat, {"choices": [{"token_ids": [4, 7, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: tok)[0] == "near_tie"
+    assert soak.check(chat, {"choices": [{"token_ids": [4, 8, 1]}]}, chat_ref_lp, 0.05, 0.1, lambda: tok)[0] == "mismatch"
+    # A token whose text several ids share is not matched by text: the reference re-scores both
+    # ids after the prompt and the common prefix; without that it is a mismatch.
+    content_b = [dict(c, top_logprobs=[{"token": c["token"], "logprob": -0.5}, {"token": "\ufffd", "logprob": -0.51}])
+                 for c in content]
+    chat_ref_b = {"choices": [{"token_ids": [4, 5, 6], "logprobs": {"content": content_b}, "prompt_token_ids": [1, 2]}]}
+    asked = []
+
+    def rescore(gap):
+        def f(ids, want):
+            asked.append((ids, want))
+            return 5, {5: -0.5, 10: -0.5 - gap}
+        return f
+
+    byte = {"choices": [{"token_ids": [4, 10, 1]}]}
+    assert soak.check(chat, byte, chat_ref_b, 0.05, 0.1, lambda: tok)[0] == "mismatch"  # (no re-scoring)
+    assert soak.check(chat, byte, chat_ref_b, 0.05, 0.1, lambda: tok, rescore(0.02))[0] == "near_tie"
+    assert asked == [([1, 2, 4], [5, 10])]
+    status, detail = soak.check(chat, byte, chat_ref_b, 0.05, 0.1, lambda: tok, rescore(0.3))
+    assert status == "mismatch" and abs(detail["gap"] - 0.3) < 1e-9, detail
 
     # A third-ranked token within the tolerance is a near-tie too; one beyond it is not.
     top5 = [[[-0.5, t, None], [-0.51, 5, None], [-0.53, 4, None], [-0.9, 3, None]] for t in ref["output_ids"]]

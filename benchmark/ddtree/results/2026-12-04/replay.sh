@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared, not run (nvidia-h200, ~9.5 min, the whole call): issue 32 deliverable 3, tokens/s per
+# nvidia-h200, ~9.5 min, the whole call: issue 32 deliverable 3, tokens/s per
 # request and accept length on a replayed drafter trace (benchmark/ddtree/replay_bench.py; docs/
 # traces.md "Replay benchmark"): Qwen3.6-27B shapes, dummy weights, every engine replaying
 # $TRACE (default benchmark/ddtree/traces/humaneval.pt, carried in the checkout), at 1 / 4 / 16 /

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared, not run (nvidia-h200, ~9 min): the soak's third run (issue 31, deliverable 5) and
+# nvidia-h200, ~9 min: the soak's third run (issue 31, deliverable 5) and
 # the hybrid's divergence in float32. (1) soak.py on the tiny Llama in bf16 (near-tie tolerance
 # now one bf16 step, 0.0625) and on the tiny Qwen3.5 hybrid in float32 (in bf16 every
 # speculative algorithm, sglang's DFLASH included, leaves plain decoding there at the same
