@@ -86,6 +86,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--startup-timeout-s", type=float, default=400.0)
     a = ap.parse_args(argv)
+    why = soak.dtype_refusal(a.model, "cuda", a.dtype)
+    if why:
+        ap.error(why)
 
     import requests
 

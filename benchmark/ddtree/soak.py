@@ -112,10 +112,21 @@ REF_TOP = 5
 # [8, 16) (the tiny Llama's top logits; its verify and decode logits differ by single steps).
 # Hybrid: its bf16 logits move further between verify and decode shapes, with any speculative
 # algorithm (sglang's DFLASH leaves plain decoding at the same positions with the same gaps,
-# up to 1.1 nats: RESULTS, benchmark/ddtree/divergence.py); --dtype float32 is its sharp check.
+# up to 1.1 nats: RESULTS, benchmark/ddtree/divergence.py); it has no float32 run on CUDA
+# (dtype_refusal); --dtype float32 is the Llama's sharp check.
 NEAR_TIE_TOL_CUDA = {"llama": 0.0625, "qwen35": 0.2}
 # Near-tie and log-prob tolerance on CUDA in float32 (nats).
 FP32_TOL = 0.01
+
+
+def dtype_refusal(model: str, device: str, dtype: str) -> Optional[str]:
+    """Why ``model`` cannot be served in ``dtype`` on ``device``, or None: sglang 0.5.17's Qwen3.5
+    model normalises through ``sgl_kernel``'s ``gemma_rmsnorm``, which has no float32 CUDA kernel
+    (a server without speculation fails to start the same way)."""
+    if device == "cuda" and dtype == "float32" and model.startswith("qwen35"):
+        return (f"--model {model} --dtype float32 cannot run on cuda: sglang's Qwen3.5 model uses sgl_kernel's "
+                "gemma_rmsnorm, which has no float32 kernel; use --dtype bfloat16")
+    return None
 LOG_ERRORS = ("Traceback (most recent call last)", "memory leak", "Mem Leak Detected", "Pool Mem Leak")
 
 
@@ -1020,6 +1031,9 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if a.oracle == "first" and a.topk < 3:
         ap.error("--oracle first needs --topk >= 3 (the oracle drafter's candidates)")
+    why = dtype_refusal(a.model, a.device, a.dtype)
+    if why:
+        ap.error(why)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _on_sigterm)
     s = run(a)

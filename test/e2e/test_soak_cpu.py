@@ -236,3 +236,17 @@ def test_oracle_drafter_rereads_a_rewritten_file(tmp_path):
     _, ids = o.topk([Req()], 3, 4, 512, "cpu")
     assert ids[0, :, 0].tolist() == [41, 42, 43]  # the true continuation at rank 0, depth by depth
     assert 41 not in ids[0, 0, 1:].tolist()
+
+
+def test_the_hybrid_in_float32_on_cuda_is_refused_at_launch(tmp_path):
+    assert soak.dtype_refusal("llama", "cuda", "float32") is None
+    assert soak.dtype_refusal("qwen35", "cuda", "bfloat16") is None
+    assert soak.dtype_refusal("qwen35", "cpu", "float32") is None
+    for script in ("soak.py", "divergence.py"):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / script), "--model", "qwen35",
+                            "--dtype", "float32", "--out", str(tmp_path / "x.json")]
+                           + (["--device", "cuda"] if script == "soak.py" else []),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "gemma_rmsnorm, which has no float32 kernel; use --dtype bfloat16" in r.stderr, (
+            script, r.stderr[-2000:])
+        assert not (tmp_path / "x.json").exists()
