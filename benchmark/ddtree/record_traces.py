@@ -94,6 +94,7 @@ def main() -> int:
                     help="the recording engine's budget: its verify width, not the trace's content")
     ap.add_argument("--min-positions", type=int, default=2000, help="recorded positions a set must reach")
     ap.add_argument("--out", type=Path, required=True, help="directory; <set>.pt per set")
+    ap.add_argument("--drafter", type=Path, help="a train_dflash --out folder (default: the committed drafter)")
     a = ap.parse_args()
     _cpu_env()
     from sglang_ddtree.demo import prompt_sets
@@ -102,7 +103,7 @@ def main() -> int:
     from sglang_ddtree.core.traces import TraceSet
     from sglang_ddtree.demo.real_models import chat_ids, drafter_path, smollm2_path
 
-    target, drafter = str(smollm2_path()), str(drafter_path())
+    target, drafter = str(smollm2_path()), str(drafter_path(*([a.drafter] if a.drafter else [])))
     tok = AutoTokenizer.from_pretrained(target)
     a.out.mkdir(parents=True, exist_ok=True)
     short = []

@@ -64,20 +64,23 @@ def smollm2_path() -> Path:
     return atomic_build(_real_dir() / f"smollm2-135m-instruct-{RECIPE}", _convert)
 
 
-def drafter_path() -> Path:
-    """The committed DFlash drafter, as a servable directory (weights + config + tokenizer)."""
-    if not (DRAFTER_ASSET / "model.safetensors").exists():
+def drafter_path(asset: Path = DRAFTER_ASSET) -> Path:
+    """A DFlash drafter trained for SmolLM2 (default: the committed one; any ``train_dflash
+    --out`` folder), as a servable directory (weights + config + the target's tokenizer)."""
+    if asset != DRAFTER_ASSET and not (asset / "model.safetensors").exists():
+        raise RuntimeError(f"no trained drafter at {asset} (python -m sglang_ddtree.demo.train_dflash --out {asset})")
+    if not (asset / "model.safetensors").exists():
         raise RuntimeError(
             f"no trained drafter at {DRAFTER_ASSET}: the demo drafter is not part of the installed package; "
             f"it lives in the sglang-ddtree repository checkout at assets/dflash-smollm2-135m/ (run from a "
             f"clone with the package installed editable: pip install -e .), or train one there with "
             f"python -m sglang_ddtree.demo.train_dflash"
         )
-    digest = json.loads((DRAFTER_ASSET / "config.json").read_text()).get("_ddtree_train", {}).get("digest", "x")
+    digest = json.loads((asset / "config.json").read_text()).get("_ddtree_train", {}).get("digest", "x")
     target = smollm2_path()
 
     def build(dst: Path) -> None:
-        for f in DRAFTER_ASSET.iterdir():
+        for f in asset.iterdir():
             shutil.copy(f, dst / f.name)
         for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
             if (target / f).exists():
