@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 from sglang_ddtree.core.step import draft_to_verify, verify_to_commit  # noqa: E402
 from sglang_ddtree.core.topk import depth_topk  # noqa: E402
+from sglang_ddtree.testing.cuda_graph import capture  # noqa: E402
 
 
 def _median_ms(fn, iters: int) -> float:
@@ -73,14 +74,7 @@ def bench_step(bs: int, B: int, L: int, K: int, iters: int, compiled: bool = Fal
         step()
     torch.cuda.synchronize()
     eager = _median_ms(step, iters)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph, _ = capture(step)
     for _ in range(3):
         graph.replay()
     replay = _median_ms(graph.replay, iters)

@@ -454,22 +454,12 @@ def main() -> int:
     if not a.trace.exists():
         raise SystemExit(f"{PROG}: --trace {a.trace}: no such file")
     caps = {} if a.child else _ours(sc.parse_caps, a.max_concurrency, a.configs)
-    for cfg in a.configs:  # a misspelt configuration stops the sweep before any engine starts
-        try:
-            sc.spec_kwargs(cfg, "", "-")
-        except ValueError as e:
-            raise SystemExit(f"{PROG}: {e}")
+    sc.check_configs(a.configs, PROG)
     if not a.child:
         check_auto(a.configs, a.auto_table)
     import torch
 
-    if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
-        harness = ROOT / "test" / "harness"
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(harness), os.environ.get("PYTHONPATH", "")])
-        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-        sys.path.insert(0, str(harness))
-    target = a.target_path or str(a.models / "target")
-    drafter = a.drafter_path or str(a.models / "drafter")
+    target, drafter = sc.engine_paths(a)
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
     ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
     per_config = _ours(sc.parse_config_args, a.config_arg, a.configs, a.child)

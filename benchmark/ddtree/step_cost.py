@@ -310,6 +310,31 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     return rows
 
 
+def check_configs(configs: List[str], prog: str) -> None:
+    """Stop a sweep with a misspelt configuration before any engine starts (SystemExit naming it)."""
+    for cfg in configs:
+        try:
+            spec_kwargs(cfg, "", "-")
+        except ValueError as e:
+            raise SystemExit(f"{prog}: {e}")
+
+
+def engine_paths(a) -> tuple:
+    """(target, drafter) checkpoint folders from --models DIR or --target-path / --drafter-path.
+
+    Without a CUDA device the engines run on sglang's CPU engine with the test harness's sgl_kernel
+    stand-in: this puts the harness on the path of this process and of the engines it starts.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        harness = ROOT / "test" / "harness"
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(harness), os.environ.get("PYTHONPATH", "")])
+        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+        sys.path.insert(0, str(harness))
+    return a.target_path or str(a.models / "target"), a.drafter_path or str(a.models / "drafter")
+
+
 def parse_caps(specs: list, configs: list) -> dict:
     """``--max-concurrency CONFIG=N`` values as ``{config: N}``; a config not in the sweep or a
     cap that is not a positive integer is an error (a typo would otherwise cap nothing)."""
@@ -417,22 +442,12 @@ def main() -> int:
     a = ap.parse_args()
     # (A child measures one configuration at the concurrencies its parent chose.)
     caps = {} if a.child else parse_caps(a.max_concurrency, a.configs)
-    for cfg in a.configs:  # a misspelt configuration stops the sweep before any engine starts
-        try:
-            spec_kwargs(cfg, "", "-")
-        except ValueError as e:
-            raise SystemExit(f"step_cost.py: {e}")
+    check_configs(a.configs, "step_cost.py")
     if not a.child:
         check_auto_table(a.configs, a.auto_table)
     import torch
 
-    if not torch.cuda.is_available():  # CPU smoke runs: sglang's CPU engine and our sgl_kernel stand-in
-        harness = ROOT / "test" / "harness"
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(harness), os.environ.get("PYTHONPATH", "")])
-        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-        sys.path.insert(0, str(harness))
-    target = a.target_path or str(a.models / "target")
-    drafter = a.drafter_path or str(a.models / "drafter")
+    target, drafter = engine_paths(a)
     shapes = a.models / "shapes.json" if a.models else None
     with_floor = bool(shapes and shapes.exists() and not a.child)
     facts = device_facts(with_floor) if not a.child else {"device": "cuda" if torch.cuda.is_available() else "cpu"}

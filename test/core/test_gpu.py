@@ -8,6 +8,7 @@ import torch
 
 from sglang_ddtree.core.step import draft_to_verify, verify_to_commit
 from sglang_ddtree.core.tree_builder import build_tree, build_tree_reference
+from sglang_ddtree.testing.cuda_graph import capture
 
 pytestmark = pytest.mark.gpu
 
@@ -64,14 +65,7 @@ def test_step_has_no_host_sync_and_replays_in_a_cuda_graph(with_cuda_kernels):
     torch.cuda.set_sync_debug_mode("error")
     try:
         step()  # raises on any synchronising call
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = step()
+        g, out = capture(step)
         g.replay()
     finally:
         torch.cuda.set_sync_debug_mode(0)

@@ -29,11 +29,11 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from .traces import RequestTrace
+from .traces import RequestTrace, TopKShape
 
 
 @dataclass
-class ReplayTable:
+class ReplayTable(TopKShape):
     """The concatenated traces (module docstring); ``R`` requests, ``N`` output tokens in all.
 
     ``prompt_len``, ``out_start``, ``out_len``: ``[R]`` int64; ``outputs``: ``[N]`` int64;
@@ -47,16 +47,6 @@ class ReplayTable:
     topk_ids: torch.Tensor
     topk_logprobs: torch.Tensor
     filler: int
-
-    @property
-    def depth(self) -> int:
-        """L, draft depths per proposal."""
-        return int(self.topk_ids.shape[1])
-
-    @property
-    def topk(self) -> int:
-        """K, candidates per depth."""
-        return int(self.topk_ids.shape[2])
 
     @classmethod
     def from_traces(cls, traces: Sequence[RequestTrace], device=None,

@@ -36,8 +36,25 @@ Meta = Dict[str, Union[str, int, float, bool]]
 PLAIN = (str, int, float, bool)
 
 
+class TopKShape:
+    """``depth`` and ``topk`` of a ``topk_ids`` tensor ``[..., L, K]`` (the drafter's per-depth
+    candidates): a base of the trace records."""
+
+    topk_ids: torch.Tensor
+
+    @property
+    def depth(self) -> int:
+        """L, the draft depths per proposal (the drafter's block size - 1)."""
+        return int(self.topk_ids.shape[-2])
+
+    @property
+    def topk(self) -> int:
+        """K, the candidates recorded per depth."""
+        return int(self.topk_ids.shape[-1])
+
+
 @dataclass
-class RequestTrace:
+class RequestTrace(TopKShape):
     """One request's trace (module docstring): ``prompt [P]`` and ``output [T]`` int32,
     ``topk_logprobs [T, L, K]`` float32 and ``topk_ids [T, L, K]`` int32, row 0 empty."""
 
@@ -47,16 +64,6 @@ class RequestTrace:
     topk_logprobs: torch.Tensor
     topk_ids: torch.Tensor
     finish_reason: str
-
-    @property
-    def depth(self) -> int:
-        """L, the draft depths per proposal (the drafter's block size - 1)."""
-        return int(self.topk_logprobs.shape[1])
-
-    @property
-    def topk(self) -> int:
-        """K, the candidates recorded per depth."""
-        return int(self.topk_logprobs.shape[2])
 
     @property
     def positions(self) -> int:
