@@ -15,7 +15,8 @@ A :class:`DDTreeVerifyInput` is a DFLASH verify input that carries a tree: ``tre
   (``core.commit_plan``) and, on hybrid targets, the linear-attention state of the accepted path
   written into the request's slots;
 - :func:`apply_grammar`: structured output, the grammar's mask of every tree node on the verify
-  logits;
+  logits (the root's alone for a grammar that cannot roll back, whose request then commits one
+  token this step: :func:`root_only_layout`);
 - :func:`output_logprobs`: the log-probabilities of the committed tokens (``return_logprob``),
   from the verify logits of the path's nodes.
 """
@@ -23,15 +24,18 @@ A :class:`DDTreeVerifyInput` is a DFLASH verify input that carries a tree: ``tre
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Dict, Optional
 
 import torch
 
+from sglang.srt.constrained.base_grammar_backend import BaseGrammarObject, GrammarMask
+from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarObject
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
-from sglang.srt.speculative.spec_utils import build_grammar_vocab_mask
+from sglang.srt.speculative.spec_utils import traverse_tree
 
 from .compat.releases import compute_accepted_logprobs
 from .core.commit_plan import CommitPlan
@@ -220,16 +224,64 @@ def output_logprobs(batch, logits_output, target: torch.Tensor, accepted: torch.
     compute_accepted_logprobs(batch, logits_output, target.reshape(-1), rows)
 
 
-def apply_grammar(batch, grammar_tree, next_token_logits: torch.Tensor, barrier) -> None:
+def tree_walkable(grammar) -> bool:
+    """Whether ``grammar`` can be walked over a tree: advanced along a path and rolled back.
+    sglang's xgrammar and llguidance grammars can; its outlines grammar has no ``rollback``
+    (and a boolean mask instead of the packed bitmask sglang's tree walk reads). A reasoning
+    wrapper is walkable when the grammar it wraps is."""
+    if isinstance(grammar, ReasonerGrammarObject) and grammar.grammar is not None:
+        grammar = grammar.grammar
+    return type(grammar).rollback is not BaseGrammarObject.rollback
+
+
+def apply_grammar(batch, grammar_tree, next_token_logits: torch.Tensor, barrier) -> Optional[torch.Tensor]:
     """Structured output: every verify position of a grammar request gets its grammar's mask
     in place on ``next_token_logits [bs * W, vocab]``. ``grammar_tree``: sglang's
     ``GrammarTree`` of the step's tree (first child / next sibling links and tokens ``[bs, W]``,
-    copied to the host before the verify launch); sglang walks it per request, the grammar state
-    advanced along each path from the committed one, so the mask at a node allows what the
-    grammar allows after that node's path. ``barrier``: the scheduler's grammar barrier (the
-    previous batch's tokens accepted into the grammars first). A node whose token its parent's
-    mask forbids is never accepted: the target's token there is an allowed one."""
-    mask = build_grammar_vocab_mask(reqs=batch.reqs, tree=grammar_tree, sampling_info=batch.sampling_info,
-                                    device=next_token_logits.device, barrier=barrier)
-    if mask is not None:
-        mask.apply(next_token_logits)
+    copied to the host before the verify launch); sglang's tree walk (``traverse_tree``, the one
+    EAGLE trees use) advances the grammar along each path from the committed state, so the mask
+    at a node allows what the grammar allows after that node's path. A node whose token its
+    parent's mask forbids is never accepted: the target's token there is an allowed one.
+    ``barrier``: the scheduler's grammar barrier (the previous batch's tokens accepted into the
+    grammars first).
+
+    A grammar that cannot be walked (:func:`tree_walkable`) gets its root's mask only, from its
+    committed state, as plain decoding would; returns those requests ``[bs]`` bool on the
+    logits' device (None when there are none): the caller accepts none of their draft nodes
+    (:func:`root_only_layout`), so each commits this step the one token plain decoding would."""
+    if barrier is not None:
+        barrier()
+    first_child, next_sibling, tokens = grammar_tree.resolve()
+    bs, W = tokens.shape
+    vocab = batch.sampling_info.vocab_size
+    mask, handle, root_only = None, None, []
+    for i, req in enumerate(batch.reqs):
+        grammar = req.grammar
+        if grammar is None:
+            continue
+        if mask is None:
+            mask = grammar.allocate_vocab_mask(vocab_size=vocab, batch_size=bs * W, device="cpu")
+            handle = grammar
+        rows = mask[i * W : (i + 1) * W]
+        if tree_walkable(grammar):
+            traverse_tree(first_child[i], next_sibling[i], tokens[i], grammar, rows, vocab_size=vocab)
+        else:
+            if not grammar.is_terminated():
+                grammar.fill_vocab_mask(rows, 0)
+            root_only.append(i)
+    if mask is None:
+        return None
+    batch.sampling_info.grammar_mask = None  # (else the extend's leftover mask would be applied)
+    GrammarMask(handle, mask.to(next_token_logits.device, non_blocking=True)).apply(next_token_logits)
+    if not root_only:
+        return None
+    flags = torch.zeros(bs, dtype=torch.bool)
+    flags[root_only] = True
+    return flags.to(next_token_logits.device)
+
+
+def root_only_layout(layout: VerifyLayout, root_only: torch.Tensor) -> VerifyLayout:
+    """``layout`` for the acceptance walk with no draft node of the ``root_only [bs]`` requests
+    acceptable: their non-root tokens become -1, which no target token equals."""
+    keep = ~root_only.view(-1, 1) | (torch.arange(layout.tokens.shape[1], device=layout.tokens.device) == 0)
+    return dataclasses.replace(layout, tokens=torch.where(keep, layout.tokens, torch.full_like(layout.tokens, -1)))

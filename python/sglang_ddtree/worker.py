@@ -52,7 +52,7 @@ from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, check_attention_backends, drafter_block_size, eager_verify
-from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking
+from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking, root_only_layout
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +274,9 @@ class DDTreeWorker(DFlashWorkerV2):
                                          self._verify_runtimes, timer)
         logits_output = target_out.logits_output
         self.stats.verify_graph_steps += bool(target_out.can_run_cuda_graph)
+        root_only = None  # grammar requests that commit one token this step (apply_grammar)
         if grammar_tree is not None:
-            apply_grammar(batch, grammar_tree, logits_output.next_token_logits, grammar_barrier)
+            root_only = apply_grammar(batch, grammar_tree, logits_output.next_token_logits, grammar_barrier)
         penalties = self._penalties if self._penalties is not None and any(penalised(r) for r in batch.reqs) else None
         if penalties is not None:  # every node's penalties, from its path (core/path_penalties.py)
             penalties.apply(logits_output.next_token_logits.view(bs, width, -1), batch.req_pool_indices,
@@ -284,7 +285,8 @@ class DDTreeWorker(DFlashWorkerV2):
         # 4) Accept.
         with timer.phase("accept"):
             target = self._target_tokens(logits_output.next_token_logits.view(bs, width, -1), batch)
-            acc, plan = verify_to_commit(layout, target, L, window, fast=self._tree_cuda, move_kv=self._move_kv)
+            walk_layout = layout if root_only is None else root_only_layout(layout, root_only)
+            acc, plan = verify_to_commit(walk_layout, target, L, window, fast=self._tree_cuda, move_kv=self._move_kv)
             if batch.return_logprob:
                 output_logprobs(batch, logits_output, target, acc.accepted)
         if self.oracle_rate > 0 and self._oracle_rng.random() < self.oracle_rate:
