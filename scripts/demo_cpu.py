@@ -109,7 +109,8 @@ def h200_step_costs() -> tuple[float, float] | None:
         return None
     cells = {}
     for name in ("DDTREE-16", "DFLASH (sglang's own)"):
-        m = re.search(rf"^\| {re.escape(name)} \| ([0-9.]+) \|", text, re.M)  # the first such row
+        # the first such row; a cell may carry a ratio in brackets after its value
+        m = re.search(rf"^\| {re.escape(name)} \| ([0-9.]+)(?: \([^)]*\))? \|", text, re.M)
         if m is None:
             return None
         cells[name] = float(m.group(1))
