@@ -42,17 +42,6 @@ def dflash_kwargs(model: str = "llama") -> Dict:
     )
 
 
-def standalone_topk2_kwargs(model: str = "llama") -> Dict:
-    # The target drafts for itself: cheap, and it makes acceptance really happen.
-    return dict(
-        speculative_algorithm="STANDALONE",
-        speculative_draft_model_path=str(tiny_models.model_path(model)),
-        speculative_num_steps=3,
-        speculative_eagle_topk=2,
-        speculative_num_draft_tokens=4,
-    )
-
-
 @functools.lru_cache(maxsize=None)
 def hf_greedy(model: str, prompt: tuple, max_new_tokens: int) -> List[int]:
     """Greedy continuation from Hugging Face transformers (float32), stopping at EOS."""
