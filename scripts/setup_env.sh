@@ -45,7 +45,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 $PIP install --no-deps -e .
-# The checkout's own modules byte-compiled once: with PYTHONDONTWRITEBYTECODE set (as on the CI
-# machine) every process, each engine's included, would compile them again on import.
+# The checkout's own modules byte-compiled once: with PYTHONDONTWRITEBYTECODE set (as on the
+# development machine) every process, each engine's included, would compile them again on import.
 "$VENV/bin/python" -m compileall -q -j 2 python test benchmark scripts > /dev/null
 echo "[setup] ready: $VENV ($("$VENV/bin/python" -c 'import torch, sglang; print("torch", torch.__version__, "sglang", sglang.__version__)'))"
