@@ -402,14 +402,7 @@ def check_auto(configs: List[str], tables) -> None:
     if not tables:
         raise SystemExit(f"{PROG}: DDTREE-auto needs --auto-table PATH (step_cost.py tables of these shapes and "
                          "device: the replay measures no step-cost rows of its own)")
-    from sglang_ddtree.core.budget_policy import StepCostTable
-
-    budgets = set()
-    for t in tables:
-        try:
-            budgets |= set(StepCostTable.from_json(t).budgets())
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"{PROG}: --auto-table {t}: not a step-cost table ({e!r})")
+    budgets = sc.table_budgets(tables, PROG)
     if not budgets:
         raise SystemExit(f"{PROG}: --auto-table {' '.join(map(str, tables))}: no DDTREE-<budget> rows")
 
@@ -493,14 +486,8 @@ def main() -> int:
     rows: List[dict] = []
     t0 = time.time()
     for cfg in a.configs:
-        if time.time() - t0 > a.deadline_s:
-            meta.setdefault("not_run_deadline", []).append(cfg)
-            continue
-        conc = [c for c in a.concurrency if c <= caps.get(cfg, c)]
-        if len(conc) < len(a.concurrency):
-            meta.setdefault("over_cap", {})[cfg] = [c for c in a.concurrency if c not in conc]
-        if not conc:
-            print(f"[replay] {cfg}: every concurrency is over its cap {caps[cfg]}", flush=True)
+        conc = sc.sweep_concurrency(cfg, a.concurrency, caps, meta, time.time() - t0 > a.deadline_s, "replay")
+        if conc is None:
             continue
         one = a.out.with_name(f"{a.out.stem}.{cfg}.json")
         cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--configs", cfg, "--out", str(one),

@@ -310,6 +310,23 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     return rows
 
 
+def sweep_concurrency(cfg: str, concurrency: List[int], caps: dict, meta: dict, past_deadline: bool,
+                      tag: str) -> Optional[List[int]]:
+    """The concurrencies a sweep measures ``cfg`` at, or None to skip it: past the sweep's
+    deadline (listed in ``meta["not_run_deadline"]``) or every concurrency over its cap; those
+    over its cap are listed in ``meta["over_cap"][cfg]``."""
+    if past_deadline:
+        meta.setdefault("not_run_deadline", []).append(cfg)
+        return None
+    conc = [c for c in concurrency if c <= caps.get(cfg, c)]
+    if len(conc) < len(concurrency):
+        meta.setdefault("over_cap", {})[cfg] = [c for c in concurrency if c not in conc]
+    if not conc:
+        print(f"[{tag}] {cfg}: every concurrency is over its cap {caps[cfg]}", flush=True)
+        return None
+    return conc
+
+
 def check_configs(configs: List[str], prog: str) -> None:
     """Stop a sweep with a misspelt configuration before any engine starts (SystemExit naming it)."""
     for cfg in configs:
@@ -349,6 +366,20 @@ def parse_caps(specs: list, configs: list) -> dict:
     return caps
 
 
+def table_budgets(tables, prog: str) -> set:
+    """The DDTREE budgets with rows in the step-cost tables ``tables`` (paths); SystemExit naming
+    a file that is not a step-cost table."""
+    from sglang_ddtree.core.budget_policy import StepCostTable
+
+    budgets = set()
+    for t in tables:
+        try:
+            budgets |= set(StepCostTable.from_json(t).budgets())
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{prog}: --auto-table {t}: not a step-cost table ({e!r})")
+    return budgets
+
+
 def check_auto_table(configs: List[str], auto_table) -> None:
     """DDTREE-auto needs DDTREE-<budget> rows to choose from: from ``--auto-table`` (one path or a
     list, read now) or from a DDTREE-<budget> configuration of this sweep listed before it.
@@ -359,15 +390,8 @@ def check_auto_table(configs: List[str], auto_table) -> None:
         return
     listed_before = any(config_budget(base_config(c)) is not None for c in configs[:autos[0]])
     if auto_table is not None:
-        from sglang_ddtree.core.budget_policy import StepCostTable
-
         tables = auto_table if isinstance(auto_table, (list, tuple)) else [auto_table]
-        budgets = set()
-        for t in tables:
-            try:
-                budgets |= set(StepCostTable.from_json(t).budgets())
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                raise SystemExit(f"step_cost.py: --auto-table {t}: not a step-cost table ({e!r})")
+        budgets = table_budgets(tables, "step_cost.py")
         # The tables may hold only the chain / no-spec rows when the budgets are measured in this
         # sweep before auto: the merge puts those rows beside the tables'.
         if not budgets and not listed_before:
@@ -484,14 +508,8 @@ def main() -> int:
     rows = []
     t0 = time.time()
     for cfg in a.configs:
-        if time.time() - t0 > a.deadline_s:
-            meta.setdefault("not_run_deadline", []).append(cfg)
-            continue
-        conc = [c for c in a.concurrency if c <= caps.get(cfg, c)]
-        if len(conc) < len(a.concurrency):
-            meta.setdefault("over_cap", {})[cfg] = [c for c in a.concurrency if c not in conc]
-        if not conc:
-            print(f"[step_cost] {cfg}: every concurrency is over its cap {caps[cfg]}", flush=True)
+        conc = sweep_concurrency(cfg, a.concurrency, caps, meta, time.time() - t0 > a.deadline_s, "step_cost")
+        if conc is None:
             continue
         # Each configuration in its own process: a scheduler that dies (e.g. out of memory at a
         # size that does not fit) signals its parent, which must not take the sweep down.
