@@ -143,7 +143,7 @@ def test_no_numbered_work_sessions_in_code():
     # Tests, benchmark scripts and the scripts too (the recorded call scripts under
     # benchmark/ddtree/results/ are records of what ran, and stay as they ran).
     files += list((root / "test").rglob("*.py")) + list((root / "benchmark" / "ddtree").glob("*.py"))
-    files += list((root / "scripts").glob("*"))
+    files += [p for p in (root / "scripts").glob("*") if p.is_file()]
     hits = [f"{p}:{i + 1}" for p in files for i, line in enumerate(p.read_text(errors="replace").splitlines())
             if pattern.search(line)]
     assert not hits, hits[:20]
