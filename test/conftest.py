@@ -4,6 +4,9 @@
   and on ``PYTHONPATH`` (so sglang's spawned scheduler processes import it too), and
   ``SGLANG_USE_CPU_ENGINE=1`` selects sglang's CPU platform. With a GPU the real
   ``sgl_kernel`` is used and neither is set.
+- Without a GPU, ``SGLANG_DDTREE_TEST_FORK_CHILDREN=1``: the CPU engines the tests start fork
+  their scheduler and detokenizer instead of spawning them (``sglang_ddtree/testing/
+  fork_children.py`` says when it applies); ``cpu_engine.SPAWN`` keeps spawn for a server.
 - Tests marked ``gpu`` are skipped when no CUDA device is present.
 """
 
@@ -34,6 +37,7 @@ if not _has_cuda():
         [HARNESS] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    os.environ.setdefault("SGLANG_DDTREE_TEST_FORK_CHILDREN", "1")
 
 
 # The slowest test files, slowest first (seconds on the 2-core CI machine with one OpenMP thread

@@ -131,6 +131,12 @@ TEST_POOL_COUNTS = _declare(
     "SGLANG_DDTREE_TEST_POOL_COUNTS", "test", "bool", False,
     "/server_info internal_states[i].pool_counts: the scheduler's allocator counts (KV, request and "
     "linear-attention state pools) for leak checks from a client (testing/pool_counts.py).")
+TEST_FORK_CHILDREN = _declare(
+    "SGLANG_DDTREE_TEST_FORK_CHILDREN", "test", "bool", False,
+    "CPU test engines start sglang's scheduler and detokenizer by fork instead of spawn (testing/"
+    "fork_children.py): the children skip re-importing sglang (~15 s of CPU per engine). Applied only on "
+    "CPU, only where the test plugin this process registered is the one the current environment asks "
+    "for, and never with SGLANG_DDTREE_PLUGIN_MARKER (which proves the plugin runs in spawned children).")
 TRITON_INTERP_CHILD = _declare(
     "SGLANG_DDTREE_TRITON_INTERP_CHILD", "test", "bool", False,
     "Set by the kernel tests in the child process they re-run themselves in under TRITON_INTERPRET=1.")
@@ -160,7 +166,7 @@ VENV = _declare(
 def wants_test_plugin() -> bool:
     """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
     return any(v.is_set() for v in (TEST_ORACLE, TEST_RECORD_TRACE, BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS,
-                                    TEST_NOMASK_CONTROL, TEST_POOL_COUNTS))
+                                    TEST_NOMASK_CONTROL, TEST_POOL_COUNTS, TEST_FORK_CHILDREN))
 
 
 def describe(kind: Optional[str] = None) -> str:

@@ -106,6 +106,10 @@ def free_port() -> int:
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"  # the CPU stand-in for sgl_kernel
 
+# ``env`` of a server whose scheduler must start by spawn, as users' servers do (test/conftest.py
+# has the CPU test engines fork): None removes the variable.
+SPAWN = {"SGLANG_DDTREE_TEST_FORK_CHILDREN": None}
+
 
 def cpu_engine_env() -> Dict[str, str]:
     """What a spawned sglang process needs to run on sglang's CPU engine here: the CPU stand-in
@@ -136,7 +140,8 @@ class ServerStartError(RuntimeError):
 def http_server(args, log_path, env=None, startup_timeout_s: int = 300):
     """Run ``python -m sglang.launch_server ARGS --host 127.0.0.1 --port <free port>`` (its own
     process group; stdout and stderr to ``log_path``; the environment plus ``env``) until the
-    block exits, then SIGTERM the group (SIGKILL after 30 s).
+    block exits, then SIGTERM the group (SIGKILL after 30 s). A variable ``env`` maps to None is
+    removed.
 
     Yields ``(base_url, process)`` once ``/health_generate`` answers 200. Raises
     :class:`ServerStartError` if the process exits first or ``startup_timeout_s`` passes."""
@@ -153,7 +158,8 @@ def http_server(args, log_path, env=None, startup_timeout_s: int = 300):
            "--host", "127.0.0.1", "--port", str(port)]
     with open(log_path, "w") as f:
         proc = subprocess.Popen(
-            cmd, stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})),
+            cmd, stdout=f, stderr=subprocess.STDOUT,
+            env={k: v for k, v in dict(os.environ, **(env or {})).items() if v is not None},
             start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from cpu_engine import PROMPTS, cpu_server, hf_greedy
+from cpu_engine import PROMPTS, SPAWN, cpu_server, hf_greedy
 from sglang_ddtree.testing import tiny_models
 
 pytestmark = pytest.mark.e2e
@@ -23,7 +23,7 @@ MAX_NEW = 20
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("server") / "server.log"
-    with cpu_server("llama", log, []) as (base, _):
+    with cpu_server("llama", log, [], env=SPAWN) as (base, _):  # started as users' servers are
         yield base, "plain"
 
 

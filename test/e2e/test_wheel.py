@@ -94,7 +94,8 @@ def test_installed_wheel_serves_ddtree_on_cpu(built_wheel, tmp_path):
     # installed sglang_ddtree wins); a .pth line adds the folder without running its .pth files,
     # so the checkout's editable install stays out.
     (site / "zz_pinned_stack.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # (as a user's environment: no test variable, so sglang spawns the engine's children)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SGLANG_DDTREE_TEST_")}
     env.update(PYTHONPATH=str(HARNESS), SGLANG_USE_CPU_ENGINE="1")  # the CPU stand-in for sgl_kernel
     r = subprocess.run([str(py), "-c", _CHILD], capture_output=True, text=True, timeout=900, env=env,
                        cwd=str(tmp_path))

@@ -16,15 +16,19 @@ every process the plugin loads in.
 - ``SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS``: sglang's mamba extra-buffer sets gain architectures
   (``extra_buffer_arch.py``);
 - ``SGLANG_DDTREE_TEST_POOL_COUNTS``: ``/server_info`` reports the scheduler's allocator counts
-  (``pool_counts.py``).
+  (``pool_counts.py``);
+- ``SGLANG_DDTREE_TEST_FORK_CHILDREN``: CPU test engines fork their children (``fork_children.py``).
+  A forked child inherits this process's registration, so with it the oracle drafter, the pool
+  counts and the no-mask control are installed whether or not their variable is set, and each
+  reads its variable on every call (unset: the original runs).
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..config import (BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_NOMASK_CONTROL, TEST_ORACLE, TEST_POOL_COUNTS,
-                      TEST_RECORD_TRACE)
+from ..config import (BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_FORK_CHILDREN, TEST_NOMASK_CONTROL, TEST_ORACLE,
+                      TEST_POOL_COUNTS, TEST_RECORD_TRACE)
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +36,8 @@ logger = logging.getLogger(__name__)
 def _oracle_draft(original, self, batch, draft_input, window, prefix_lens, *args, **kwargs):
     from .oracle_drafter import OracleDrafter
 
+    if not TEST_ORACLE.is_set():
+        return original(self, batch, draft_input, window, prefix_lens, *args, **kwargs)
     lp, _ = original(self, batch, draft_input, window, prefix_lens, *args, **kwargs)
     if getattr(self, "_test_oracle", None) is None:
         self._test_oracle = OracleDrafter(TEST_ORACLE.get())
@@ -41,7 +47,7 @@ def _oracle_draft(original, self, batch, draft_input, window, prefix_lens, *args
 
 def _capture_without_mask(original, runner, spec_info, num_tokens):
     out = original(runner, spec_info, num_tokens)
-    if out is not spec_info and out is not None:
+    if TEST_NOMASK_CONTROL.get() and out is not spec_info and out is not None:
         out.custom_mask = None
     return out
 
@@ -49,7 +55,7 @@ def _capture_without_mask(original, runner, spec_info, num_tokens):
 def _with_pool_counts(result, self, *args, **kwargs):
     from .pool_counts import pool_counts
 
-    if isinstance(getattr(result, "internal_state", None), dict):
+    if TEST_POOL_COUNTS.get() and isinstance(getattr(result, "internal_state", None), dict):
         result.internal_state["pool_counts"] = pool_counts(self)
     return result
 
@@ -57,9 +63,17 @@ def _with_pool_counts(result, self, *args, **kwargs):
 def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    if TEST_ORACLE.is_set():
+    fork = TEST_FORK_CHILDREN.get()
+    if fork:
+        from . import fork_children
+
+        HookRegistry.register("sglang.srt.entrypoints.engine._set_envs_and_config",
+                              fork_children.after_set_envs_and_config, HookType.AFTER)
+        fork_children.note_registration()
+    if TEST_ORACLE.is_set() or fork:
         HookRegistry.register("sglang_ddtree.worker.DDTreeWorker.draft", _oracle_draft, HookType.AROUND)
-        logger.warning("sglang-ddtree TEST: oracle drafter from %s", TEST_ORACLE.get())
+        if TEST_ORACLE.is_set():
+            logger.warning("sglang-ddtree TEST: oracle drafter from %s", TEST_ORACLE.get())
     if TEST_RECORD_TRACE.is_set():
         if TEST_ORACLE.is_set():
             raise RuntimeError(f"{TEST_RECORD_TRACE.name} and {TEST_ORACLE.name} exclude each other: a trace "
@@ -80,14 +94,15 @@ def register() -> None:
 
         trace_replay.register()
         logger.warning("sglang-ddtree BENCH: replay drafter from %s (dummy weights only)", BENCH_REPLAY.get())
-    if TEST_NOMASK_CONTROL.get():
+    if TEST_NOMASK_CONTROL.get() or fork:
         HookRegistry.register("sglang_ddtree.engine.verify_graph.capture_spec_info", _capture_without_mask,
                               HookType.AROUND)
+    if TEST_NOMASK_CONTROL.get():
         logger.warning("sglang-ddtree TEST: tree verify graphs captured WITHOUT the tree mask")
     if TEST_EXTRA_BUFFER_ARCHS.is_set():
         from .extra_buffer_arch import apply_extra_buffer_archs
 
         logger.warning("sglang-ddtree TEST: mamba extra_buffer allowed for %s", apply_extra_buffer_archs())
-    if TEST_POOL_COUNTS.get():
+    if TEST_POOL_COUNTS.get() or fork:
         HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
                               HookType.AFTER)
