@@ -14,6 +14,7 @@ import torch
 
 import sgl_kernel  # the stand-in, from test/harness
 from sgl_kernel import speculative as spec
+from sgl_kernel import _ops
 
 
 def _ref_attention(q, k, v, visible, scale, cap=0.0):
@@ -61,12 +62,35 @@ def _paged_batch(gen, bs, prefix_lens, ext_lens, h=4, hkv=2, d=8, pool=256):
 
 def _run_extend(b, tree_mask=None, window=0, cap=0.0, scale=0.3):
     out = torch.full_like(b["q"], float("nan"))
-    torch.ops.sgl_kernel.extend_attention_cpu(
+    _extend_op(
         b["q"], b["k_ext"], b["v_ext"], out, b["k_buf"], b["v_buf"], b["req_to_token"],
         b["rows"], b["seq_lens"], b["ext"], b["starts"], int(b["ext"].max()), scale, cap,
         False, window, None, None, tree_mask,
     )
     return out
+
+
+def _extend_op(q, k, v, o, k_buf, v_buf, *rest):
+    """The registered op in the installed sglang release's argument order (0.5.23: KV scales after
+    the buffers, ``is_causal`` last)."""
+    if _ops.RELEASE == "0.5.23":
+        return torch.ops.sgl_kernel.extend_attention_cpu(q, k, v, o, k_buf, v_buf, 1.0, 1.0, *rest, True)
+    return torch.ops.sgl_kernel.extend_attention_cpu(q, k, v, o, k_buf, v_buf, *rest)
+
+
+def _decode_op(q, k_cache, v_cache, *rest):
+    if _ops.RELEASE == "0.5.23":
+        return torch.ops.sgl_kernel.decode_attention_cpu(q, k_cache, v_cache, 1.0, 1.0, *rest)
+    return torch.ops.sgl_kernel.decode_attention_cpu(q, k_cache, v_cache, *rest)
+
+
+def test_the_0_5_23_argument_lists_refuse_what_the_stand_in_does_not_compute():
+    t = torch.zeros(1)
+    with pytest.raises(NotImplementedError, match="scaled"):
+        _ops.decode_attention_cpu_v0523(t, t, t, 0.5, 1.0, *([t] * 8), 1.0, 0.0, False, 0, None, None)
+    with pytest.raises(NotImplementedError, match="non-causal"):
+        _ops.extend_attention_cpu_v0523(*([t] * 6), 1.0, 1.0, *([t] * 5), 1, 1.0, 0.0, False, 0, None, None, None,
+                                        False)
 
 
 def _ref_extend(b, visible_fn, cap=0.0, scale=0.3):
@@ -176,7 +200,7 @@ def test_decode_attention_writes_kv_then_attends():
     k_new = torch.randn(bs, hkv, d, generator=gen)
     v_new = torch.randn(bs, hkv, d, generator=gen)
     out = torch.full((bs, h, d), float("nan"))
-    torch.ops.sgl_kernel.decode_attention_cpu(
+    _decode_op(
         q, k_cache, v_cache, out, k_new, v_new, loc, torch.zeros(1), req_to_token, rows,
         torch.tensor(lens), 0.25, 0.0, False, 0, None, None,
     )

@@ -140,8 +140,11 @@ def width_capped_capture(model_runner):
     and the commit-input storage of the tree GatedDeltaNet workspace made for as many positions.
     Does nothing without budget auto."""
     caps = target_width_caps(model_runner)
+    if not caps:
+        yield
+        return
     decode = model_runner.server_args.cuda_graph_config.decode
-    if not caps or not decode.bs:
+    if not decode.bs:
         yield
         return
     from sglang.srt.model_executor.graph_shared_output import GraphSharedOutput

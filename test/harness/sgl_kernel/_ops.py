@@ -158,19 +158,77 @@ def decode_attention_cpu(
         output[i] = out[0].to(output.dtype)
 
 
-LIB.define(
-    "extend_attention_cpu(Tensor q_extend, Tensor k_extend, Tensor v_extend, Tensor(a!) o_extend, "
-    "Tensor k_buffer, Tensor v_buffer, Tensor req_to_token, Tensor req_pool_indices, "
-    "Tensor seq_lens, Tensor extend_seq_lens, Tensor extend_start_loc, int? max_len_extend, "
-    "float sm_scale, float logit_cap, bool is_cross_attention, int window, Tensor? encoder_lens, "
-    "Tensor? sinks, Tensor? tree_mask) -> ()"
-)
-LIB.impl("extend_attention_cpu", extend_attention_cpu, "CompositeExplicitAutograd")
+def _check_kv_scales(key_scale: float, value_scale: float) -> None:
+    if key_scale != 1.0 or value_scale != 1.0:
+        raise NotImplementedError("sgl_kernel stand-in: scaled (quantised) KV caches are not implemented")
 
-LIB.define(
-    "decode_attention_cpu(Tensor query, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor(c!) output, "
-    "Tensor? key, Tensor? value, Tensor loc, Tensor attn_logits, Tensor req_to_token, "
-    "Tensor req_pool_indices, Tensor seq_lens, float sm_scale, float logit_cap, "
-    "bool is_cross_attention, int window, Tensor? encoder_lens, Tensor? sinks) -> ()"
-)
-LIB.impl("decode_attention_cpu", decode_attention_cpu, "CompositeExplicitAutograd")
+
+def extend_attention_cpu_v0523(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, key_scale, value_scale,
+                               req_to_token, req_pool_indices, seq_lens, extend_seq_lens, extend_start_loc,
+                               max_len_extend, sm_scale, logit_cap, is_cross_attention, window, encoder_lens, sinks,
+                               tree_mask, is_causal) -> None:
+    """sglang-kernel 0.4.10's (sglang 0.5.23's) argument list: the KV scales after the buffers and
+    ``is_causal`` last; otherwise :func:`extend_attention_cpu`."""
+    _check_kv_scales(key_scale, value_scale)
+    if not is_causal:
+        raise NotImplementedError("sgl_kernel stand-in: non-causal extend attention is not implemented")
+    extend_attention_cpu(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, req_to_token, req_pool_indices,
+                         seq_lens, extend_seq_lens, extend_start_loc, max_len_extend, sm_scale, logit_cap,
+                         is_cross_attention, window, encoder_lens, sinks, tree_mask)
+
+
+def decode_attention_cpu_v0523(query, k_cache, v_cache, key_scale, value_scale, output, key, value, loc, attn_logits,
+                               req_to_token, req_pool_indices, seq_lens, sm_scale, logit_cap, is_cross_attention,
+                               window, encoder_lens, sinks) -> None:
+    """sglang-kernel 0.4.10's (sglang 0.5.23's) argument list: the KV scales after the caches;
+    otherwise :func:`decode_attention_cpu`."""
+    _check_kv_scales(key_scale, value_scale)
+    decode_attention_cpu(query, k_cache, v_cache, output, key, value, loc, attn_logits, req_to_token,
+                         req_pool_indices, seq_lens, sm_scale, logit_cap, is_cross_attention, window, encoder_lens,
+                         sinks)
+
+
+def _sglang_release() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return "0.5.17"
+
+
+RELEASE = _sglang_release()  # whose sgl_kernel argument lists the ops below take
+
+if RELEASE == "0.5.23":
+    LIB.define(
+        "extend_attention_cpu(Tensor q_extend, Tensor? k_extend, Tensor? v_extend, Tensor(a!) o_extend, "
+        "Tensor k_buffer, Tensor v_buffer, float key_scale, float value_scale, Tensor req_to_token, "
+        "Tensor req_pool_indices, Tensor seq_lens, Tensor extend_seq_lens, Tensor extend_start_loc, "
+        "int? max_len_extend, float sm_scale, float logit_cap, bool is_cross_attention, int window, "
+        "Tensor? encoder_lens, Tensor? sinks, Tensor? tree_mask, bool is_causal) -> ()"
+    )
+    LIB.impl("extend_attention_cpu", extend_attention_cpu_v0523, "CompositeExplicitAutograd")
+    LIB.define(
+        "decode_attention_cpu(Tensor query, Tensor(a!) k_cache, Tensor(b!) v_cache, float key_scale, "
+        "float value_scale, Tensor(c!) output, Tensor? key, Tensor? value, Tensor loc, Tensor attn_logits, "
+        "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, float sm_scale, float logit_cap, "
+        "bool is_cross_attention, int window, Tensor? encoder_lens, Tensor? sinks) -> ()"
+    )
+    LIB.impl("decode_attention_cpu", decode_attention_cpu_v0523, "CompositeExplicitAutograd")
+else:
+    LIB.define(
+        "extend_attention_cpu(Tensor q_extend, Tensor k_extend, Tensor v_extend, Tensor(a!) o_extend, "
+        "Tensor k_buffer, Tensor v_buffer, Tensor req_to_token, Tensor req_pool_indices, "
+        "Tensor seq_lens, Tensor extend_seq_lens, Tensor extend_start_loc, int? max_len_extend, "
+        "float sm_scale, float logit_cap, bool is_cross_attention, int window, Tensor? encoder_lens, "
+        "Tensor? sinks, Tensor? tree_mask) -> ()"
+    )
+    LIB.impl("extend_attention_cpu", extend_attention_cpu, "CompositeExplicitAutograd")
+
+    LIB.define(
+        "decode_attention_cpu(Tensor query, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor(c!) output, "
+        "Tensor? key, Tensor? value, Tensor loc, Tensor attn_logits, Tensor req_to_token, "
+        "Tensor req_pool_indices, Tensor seq_lens, float sm_scale, float logit_cap, "
+        "bool is_cross_attention, int window, Tensor? encoder_lens, Tensor? sinks) -> ()"
+    )
+    LIB.impl("decode_attention_cpu", decode_attention_cpu, "CompositeExplicitAutograd")
