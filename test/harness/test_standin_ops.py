@@ -88,9 +88,22 @@ def test_the_0_5_23_argument_lists_refuse_what_the_stand_in_does_not_compute():
     t = torch.zeros(1)
     with pytest.raises(NotImplementedError, match="scaled"):
         _ops.decode_attention_cpu_v0523(t, t, t, 0.5, 1.0, *([t] * 8), 1.0, 0.0, False, 0, None, None)
-    with pytest.raises(NotImplementedError, match="non-causal"):
-        _ops.extend_attention_cpu_v0523(*([t] * 6), 1.0, 1.0, *([t] * 5), 1, 1.0, 0.0, False, 0, None, None, None,
-                                        False)
+    with pytest.raises(NotImplementedError, match="scaled"):
+        _ops.extend_attention_cpu_v0523(*([t] * 6), 1.0, 2.0, *([t] * 5), 1, 1.0, 0.0, False, 0, None, None, None,
+                                        True)
+
+
+def test_extend_attention_non_causal_sees_every_token_of_the_request():
+    """sglang 0.5.23's ``is_causal=False`` (DFlash's draft layers): every new token sees the
+    prefix and every new token."""
+    gen = torch.Generator().manual_seed(random.randrange(1 << 30))
+    b = _paged_batch(gen, 3, [4, 0, 7], [5, 3, 1])
+    out = torch.full_like(b["q"], float("nan"))
+    _ops.extend_attention_cpu(
+        b["q"], b["k_ext"], b["v_ext"], out, b["k_buf"], b["v_buf"], b["req_to_token"], b["rows"], b["seq_lens"],
+        b["ext"], b["starts"], int(b["ext"].max()), 0.3, 0.0, False, 0, None, None, None, False)
+    ref = _ref_extend(b, lambda i, prefix, ext, total: torch.ones(ext, total, dtype=torch.bool))
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
 
 
 def _ref_extend(b, visible_fn, cap=0.0, scale=0.3):

@@ -6,11 +6,17 @@ only changes behaviour when ``server_args.device == "cpu"`` (or in the CPU atten
 1. ``_handle_dflash`` rejects any device but CUDA/NPU before looking at anything else. The
    DFLASH worker itself is device-agnostic torch code plus attention through the configured
    backend, and the CPU ``intel_amx`` backend implements TARGET_VERIFY. The hook runs the
-   upstream validation unchanged with the device check satisfied, then restores ``cpu`` and
-   resolves the draft attention backend to the CPU one (upstream would pick flashinfer).
+   upstream validation unchanged with the device check satisfied, then resolves the draft
+   attention backend to the CPU one (upstream would pick flashinfer). On sglang 0.5.17 it
+   presents ``device="cuda"`` for the call and restores ``cpu``; on 0.5.23, whose record cannot
+   be written during resolution, ``current_platform`` is answered for the call by
+   :class:`_CpuDflashPlatform` (0.5.23's out-of-tree platform questions: DFLASH supported, its
+   draft attention backend ``intel_amx``), which also makes 0.5.23 declare that backend.
 
-2. ``draft_worker_common._resolve_draft_attention_backend_fallback`` replaces any draft
-   backend outside its GPU list with flashinfer. On CPU the hook keeps the CPU backend.
+2. The draft worker's attention backend (0.5.17:
+   ``draft_worker_common._resolve_draft_attention_backend_fallback``; 0.5.23:
+   ``resolve_draft_worker_attention_backend``) replaces any draft backend outside its GPU list
+   with flashinfer. On CPU the hook keeps the CPU backend.
 
 3. The DFLASH worker and the overlap future map call
    ``tensor.record_stream(torch.cpu.current_stream())``, which torch rejects for CPU streams
@@ -53,13 +59,13 @@ from __future__ import annotations
 
 import logging
 
+from . import releases
+
 logger = logging.getLogger(__name__)
 
 _HANDLE_DFLASH = "sglang.srt.arg_groups.speculative_hook._handle_dflash"
 _AMX_BACKEND = "sglang.srt.layers.attention.intel_amx_backend.IntelAMXAttnBackend"
-_DRAFT_BACKEND_FALLBACK = (
-    "sglang.srt.speculative.draft_worker_common._resolve_draft_attention_backend_fallback"
-)
+_DRAFT_BACKEND = "sglang.srt.speculative.draft_worker_common." + releases.CURRENT.draft_backend_resolver
 _AMX_PLATFORM_FALLBACK = (
     "sglang.srt.arg_groups.overrides._attention_backend_platform_fallbacks"
 )
@@ -87,6 +93,52 @@ def _keep_cpu_draft_backend(original, *args, draft_server_args, **kwargs):
     if draft_server_args.device == "cpu":
         return draft_server_args.speculative_draft_attention_backend or CPU_ATTENTION_BACKEND
     return original(*args, draft_server_args=draft_server_args, **kwargs)
+
+
+class _CpuDflashPlatform:
+    """sglang 0.5.23's ``current_platform`` as ``_handle_dflash`` sees it on CPU: an out-of-tree
+    platform that supports DFLASH with the ``intel_amx`` draft attention backend; every other
+    attribute is the real platform's."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def is_out_of_tree(self) -> bool:
+        return True
+
+    def supports_speculative_algorithm(self, algorithm: str) -> bool:
+        return algorithm == "DFLASH"
+
+    def supports_speculative_draft_attention_backend(self, algorithm: str, backend: str) -> bool:
+        return backend == CPU_ATTENTION_BACKEND
+
+    def get_default_speculative_draft_attention_backend(self, algorithm: str) -> str:
+        return CPU_ATTENTION_BACKEND
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _handle_dflash_on_cpu_platform(original, server_args, *args, **kwargs):
+    from sglang.srt.arg_groups import speculative_hook
+    from sglang.srt.arg_groups.model_override_base import resolving_view
+
+    if resolving_view(server_args).device != "cpu":
+        return original(server_args, *args, **kwargs)
+    real = speculative_hook.current_platform
+    speculative_hook.current_platform = _CpuDflashPlatform(real)
+    try:
+        return original(server_args, *args, **kwargs)
+    finally:
+        speculative_hook.current_platform = real
+
+
+def _keep_published_cpu_draft_backend(original, *args, **kwargs):
+    from sglang.srt.runtime_context import get_context, get_spec
+
+    if getattr(get_context().server_args, "device", None) == "cpu":
+        return get_spec().speculative_draft_attention_backend or CPU_ATTENTION_BACKEND
+    return original(*args, **kwargs)
 
 
 def _keep_amx_attention_when_ops_exist(original, view, *args, **kwargs):
@@ -186,11 +238,15 @@ def register_cpu_hooks() -> None:
 
     _make_record_stream_cpu_safe()
 
-    HookRegistry.register(_HANDLE_DFLASH, _handle_dflash_on_cpu, HookType.AROUND)
+    if releases.CURRENT.dflash_platform_protocol:
+        HookRegistry.register(_HANDLE_DFLASH, _handle_dflash_on_cpu_platform, HookType.AROUND)
+        HookRegistry.register(_DRAFT_BACKEND, _keep_published_cpu_draft_backend, HookType.AROUND)
+    else:
+        HookRegistry.register(_HANDLE_DFLASH, _handle_dflash_on_cpu, HookType.AROUND)
+        HookRegistry.register(_DRAFT_BACKEND, _keep_cpu_draft_backend, HookType.AROUND)
     HookRegistry.register(
         _AMX_PLATFORM_FALLBACK, _keep_amx_attention_when_ops_exist, HookType.AROUND
     )
-    HookRegistry.register(_DRAFT_BACKEND_FALLBACK, _keep_cpu_draft_backend, HookType.AROUND)
     HookRegistry.register(
         _AMX_BACKEND + "._build_extend_metadata", _amx_metadata_chain_topk, HookType.AROUND
     )

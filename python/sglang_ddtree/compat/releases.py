@@ -43,19 +43,32 @@ class ReleaseTraits:
     accepted tokens' logprobs after a speculative verify: ``"compute_spec_v2_logprobs"`` (takes
     the accept index and ``speculative_num_steps``, one less than its width) or
     ``"compute_spec_logprobs"`` (takes the accept index by keyword, its width read from it).
+
+    ``dflash_platform_protocol``: whether DFLASH's argument handling asks ``current_platform``
+    (an out-of-tree platform answers ``supports_speculative_algorithm`` and the draft attention
+    backend questions) instead of testing ``server_args.device`` for CUDA / NPU.
+
+    ``draft_backend_resolver``: the function of ``sglang.srt.speculative.draft_worker_common``
+    that picks a draft worker's attention backend: ``"_resolve_draft_attention_backend_fallback"``
+    (keyword ``draft_server_args``) or ``"resolve_draft_worker_attention_backend"`` (reads the
+    published config).
     """
 
     version: str
     server_args_record: str
     resolves_in_post_init: bool
     spec_logprobs: str
+    dflash_platform_protocol: bool
+    draft_backend_resolver: str
 
 
 TRAITS = {
     "0.5.17": ReleaseTraits("0.5.17", server_args_record="dataclass", resolves_in_post_init=True,
-                            spec_logprobs="compute_spec_v2_logprobs"),
+                            spec_logprobs="compute_spec_v2_logprobs", dflash_platform_protocol=False,
+                            draft_backend_resolver="_resolve_draft_attention_backend_fallback"),
     "0.5.23": ReleaseTraits("0.5.23", server_args_record="struct", resolves_in_post_init=False,
-                            spec_logprobs="compute_spec_logprobs"),
+                            spec_logprobs="compute_spec_logprobs", dflash_platform_protocol=True,
+                            draft_backend_resolver="resolve_draft_worker_attention_backend"),
 }
 
 

@@ -83,7 +83,10 @@ def extend_attention_cpu(
     encoder_lens: Optional[torch.Tensor],
     sinks: Optional[torch.Tensor],
     tree_mask: Optional[torch.Tensor],
+    is_causal: bool = True,
 ) -> None:
+    """``is_causal=False`` (sglang 0.5.23's argument; 0.5.17 is always causal): without a tree
+    mask every new token sees every token of its request."""
     _check_unsupported(is_cross_attention, sinks)
     mask_off = 0
     qlen_only = False
@@ -118,6 +121,8 @@ def extend_attention_cpu(
             mask_off += ext * width
             visible = torch.ones(ext, total, dtype=torch.bool)
             visible[:, total - width :] = block
+        elif not is_causal:
+            visible = torch.ones(ext, total, dtype=torch.bool)
         else:
             visible = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)
         visible &= _window_mask(q_pos, k_pos, window)
@@ -170,11 +175,9 @@ def extend_attention_cpu_v0523(q_extend, k_extend, v_extend, o_extend, k_buffer,
     """sglang-kernel 0.4.10's (sglang 0.5.23's) argument list: the KV scales after the buffers and
     ``is_causal`` last; otherwise :func:`extend_attention_cpu`."""
     _check_kv_scales(key_scale, value_scale)
-    if not is_causal:
-        raise NotImplementedError("sgl_kernel stand-in: non-causal extend attention is not implemented")
     extend_attention_cpu(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, req_to_token, req_pool_indices,
                          seq_lens, extend_seq_lens, extend_start_loc, max_len_extend, sm_scale, logit_cap,
-                         is_cross_attention, window, encoder_lens, sinks, tree_mask)
+                         is_cross_attention, window, encoder_lens, sinks, tree_mask, is_causal)
 
 
 def decode_attention_cpu_v0523(query, k_cache, v_cache, key_scale, value_scale, output, key, value, loc, attn_logits,
