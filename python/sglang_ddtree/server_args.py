@@ -21,6 +21,7 @@ from typing import Optional
 from sglang.srt.arg_groups.arg_utils import NS
 from sglang.srt.server_args import ServerArgs
 
+from .compat import releases
 from .compat.releases import CURRENT, finish_server_args_class, record_fields
 from .config import WY_CHECK
 from .core.budget_choice import StepCostTable
@@ -341,7 +342,7 @@ _HYBRID_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "
 
 def is_hybrid_target(server_args) -> bool:
     """Whether the target has linear-attention (GatedDeltaNet) layers."""
-    cfg = server_args.get_model_config().hf_config
+    cfg = releases.model_config(server_args).hf_config
     text = getattr(cfg, "text_config", None) or cfg
     layer_types = getattr(text, "layer_types", None) or []
     model_type = getattr(text, "model_type", None) or getattr(cfg, "model_type", None)

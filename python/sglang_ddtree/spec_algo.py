@@ -13,6 +13,7 @@ import logging
 
 from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
+from .compat import releases
 from .core.widths import verify_width
 from .engine.verify_memory import reserve_for_server
 from .server_args import (
@@ -59,17 +60,15 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         return num_draft_tokens
 
     def handle_server_args(self, server_args) -> None:
-        # DFLASH's handling (device, draft path, block size, draft attention backend) through the
-        # module attribute, so hooks on it (compat/cpu.py) apply.
-        from sglang.srt.arg_groups import speculative_hook
-
+        releases.check_ddtree_serves()
         if server_args.speculative_draft_window_size is not None:
             raise ValueError(
                 "--speculative-draft-window-size is not supported with --speculative-algorithm "
                 "DDTREE yet; remove it."
             )
         validate_ddtree_parallelism(server_args)
-        speculative_hook._handle_dflash(server_args)
+        # DFLASH's handling: device, draft path, block size, draft attention backend.
+        releases.run_dflash_handling(server_args)
         block_size = int(server_args.speculative_num_draft_tokens)
         validate_ddtree_args(server_args, block_size)
         # The verify width is what the scheduler reserves KV for each step.

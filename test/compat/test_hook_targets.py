@@ -21,14 +21,6 @@ _BODY = "resolves; upstream body changed ({}), the hook not yet reviewed or run 
 NOT_PORTED = {
     "0.5.17": {},
     "0.5.23": {
-        "sglang.srt.speculative.draft_worker_common._resolve_draft_attention_backend_fallback":
-            "removed in 0.5.23: the draft attention backend comes from "
-            "draft_worker_common.resolve_draft_worker_attention_backend(*, algo_label), which reads the "
-            "published config instead of draft_server_args",
-        "sglang.srt.arg_groups.speculative_hook._handle_dflash":
-            "0.5.23 declares its decisions (declare_resolution) instead of writing the record, and "
-            "DDTreeSpecAlgo.handle_server_args receives a write-recording stand-in: _handle_dflash's "
-            "declarations made on that stand-in are dropped",
         "sglang.srt.arg_groups.overrides._attention_backend_platform_fallbacks": _BODY.format("21 -> 21 lines"),
         "sglang.srt.constrained.xgrammar_backend.XGrammarGrammar.apply_vocab_mask": _BODY.format("12 -> 18 lines"),
         "sglang.srt.constrained.xgrammar_backend._allocate_token_bitmask": _BODY.format("10 -> 10 lines"),

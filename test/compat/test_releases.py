@@ -48,3 +48,15 @@ def test_ddtree_server_args_are_a_record_of_the_releases_kind():
     names = {f.name for f in releases.record_fields(DDTreeServerArgs)}
     assert set(DDTREE_FLAGS) <= names
     assert dataclasses.is_dataclass(DDTreeServerArgs) == (releases.CURRENT.server_args_record == "dataclass")
+
+
+def test_ddtree_is_refused_where_its_worker_is_not_ported(monkeypatch):
+    """Hard-coded: DDTREE serves on 0.5.17 only so far; a release without the worker port
+    refuses the flag, naming it and the release that serves it."""
+    assert {v for v, t in releases.TRAITS.items() if t.ddtree_worker} == {"0.5.17"}
+    monkeypatch.setattr(releases, "CURRENT", releases.TRAITS["0.5.17"])
+    releases.check_ddtree_serves()
+    monkeypatch.setattr(releases, "CURRENT", releases.TRAITS["0.5.23"])
+    with pytest.raises(ValueError, match=r"--speculative-algorithm DDTREE is not served on sglang 0\.5\.23 yet.*"
+                                         r"Use sglang 0\.5\.17 for DDTREE"):
+        releases.check_ddtree_serves()

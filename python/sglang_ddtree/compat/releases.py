@@ -52,6 +52,10 @@ class ReleaseTraits:
     that picks a draft worker's attention backend: ``"_resolve_draft_attention_backend_fallback"``
     (keyword ``draft_server_args``) or ``"resolve_draft_worker_attention_backend"`` (reads the
     published config).
+
+    ``ddtree_worker``: whether DDTREE's worker (a subclass of sglang's ``DFlashWorkerV2``) is
+    ported to this release's DFLASH worker; where it is not, ``--speculative-algorithm DDTREE``
+    is refused at launch (:func:`check_ddtree_serves`).
     """
 
     version: str
@@ -60,15 +64,16 @@ class ReleaseTraits:
     spec_logprobs: str
     dflash_platform_protocol: bool
     draft_backend_resolver: str
+    ddtree_worker: bool
 
 
 TRAITS = {
     "0.5.17": ReleaseTraits("0.5.17", server_args_record="dataclass", resolves_in_post_init=True,
                             spec_logprobs="compute_spec_v2_logprobs", dflash_platform_protocol=False,
-                            draft_backend_resolver="_resolve_draft_attention_backend_fallback"),
+                            draft_backend_resolver="_resolve_draft_attention_backend_fallback", ddtree_worker=True),
     "0.5.23": ReleaseTraits("0.5.23", server_args_record="struct", resolves_in_post_init=False,
                             spec_logprobs="compute_spec_logprobs", dflash_platform_protocol=True,
-                            draft_backend_resolver="resolve_draft_worker_attention_backend"),
+                            draft_backend_resolver="resolve_draft_worker_attention_backend", ddtree_worker=False),
 }
 
 
@@ -131,3 +136,59 @@ def compute_accepted_logprobs(batch, logits_output, predict, accept_index) -> No
         fn(batch, logits_output, predict, accept_index, accept_index.shape[1] - 1)
     else:
         fn(batch, logits_output, predict, accept_index=accept_index)
+
+
+def check_ddtree_serves() -> None:
+    """ValueError at launch where this release's DFLASH worker has no DDTREE port yet, naming the
+    flag and the release that serves it."""
+    if not CURRENT.ddtree_worker:
+        serving = [v for v, t in TRAITS.items() if t.ddtree_worker]
+        raise ValueError(
+            f"--speculative-algorithm DDTREE is not served on sglang {CURRENT.version} yet: its DFLASH worker "
+            f"(DFlashWorkerV2, which DDTREE's worker extends) was rewritten upstream and DDTREE's worker is not "
+            f"ported to it. Use sglang {' or '.join(serving)} for DDTREE (docs/sglang-releases.md); sglang "
+            f"{CURRENT.version} serves the other algorithms with this package installed.")
+
+
+def run_dflash_handling(server_args) -> None:
+    """sglang's DFLASH argument handling (``speculative_hook._handle_dflash``, through the module
+    attribute so hooks on it apply) on what DDTREE's ``handle_server_args`` was handed.
+
+    On a release that resolves by writing the record, that is the record. On 0.5.23 it is
+    sglang's write-recording stand-in for a plugin's callback (``overrides._ForeignDefaults``):
+    what the callback assigns is declared for it, but ``_handle_dflash`` declares its own
+    decisions (``declare_resolution``), which on the stand-in land in a non-field attribute and
+    would be dropped; they are assigned to the stand-in here, so they are declared (as DDTREE's)
+    and what DDTREE reads next sees them."""
+    from sglang.srt.arg_groups import speculative_hook
+
+    speculative_hook._handle_dflash(server_args)
+    if CURRENT.resolves_in_post_init:
+        return
+    written = _recorder_writes(server_args)
+    if written is None:
+        return
+    for _source, fields in written.pop("_resolved_overrides", None) or ():
+        for name, value in fields.items():
+            setattr(server_args, name, value)
+
+
+def _recorder_writes(server_args):
+    """The assignments captured by 0.5.23's write-recording stand-in, or None for anything else."""
+    from sglang.srt.arg_groups.overrides import _ForeignDefaults
+
+    if not isinstance(server_args, _ForeignDefaults):
+        return None
+    return object.__getattribute__(server_args, "_written")
+
+
+def model_config(server_args):
+    """sglang's ``ModelConfig`` of the target of ``server_args`` (a record, or on 0.5.23 also the
+    stand-in or a resolving view of one)."""
+    if CURRENT.resolves_in_post_init:
+        return server_args.get_model_config()
+    from sglang.srt.arg_groups.model_override_base import model_config_of
+
+    if _recorder_writes(server_args) is not None:
+        server_args = object.__getattribute__(server_args, "_cfg")
+    return model_config_of(server_args)

@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
 
+from ..compat import releases
 from ..server_args import GDN_WY
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def reserve_for_server(server_args, block_size: int, fraction_given: bool) -> Op
 
     gpu_mem = get_device_memory_capacity(server_args.device)
     hybrid = is_hybrid_target(server_args)
-    model_config = server_args.get_model_config()
+    model_config = releases.model_config(server_args)
     # The verify runs through the decode or the prefill attention backend depending on the
     # backend pairing: the one whose graph buffers are larger counts (None: not resolved yet,
     # counted as triton's).
