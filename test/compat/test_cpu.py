@@ -17,6 +17,8 @@ import torch
 
 import sgl_kernel
 
+from sglang_ddtree.compat import releases
+
 # Modules on the qwen3_5 CPU path (model, GDN backend, conv, GDN kernels dispatch).
 MODULES = [
     "sglang.srt.models.qwen3_5",
@@ -25,7 +27,9 @@ MODULES = [
     "sglang.srt.layers.attention.linear.kernels.gdn_triton",
 ]
 
-BLOCKING_OPS = {
+# Per sglang release (hard-coded): 0.5.23's causal_conv1d module no longer names
+# sgl_kernel's causal_conv1d_update.
+_BLOCKING_OPS_0_5_17 = {
     "causal_conv1d_fn_cpu",
     "causal_conv1d_update",
     "chunk_gated_delta_rule_cpu",
@@ -37,6 +41,8 @@ BLOCKING_OPS = {
     "fused_sigmoid_gating_delta_rule_update_cpu",
     "fused_sigmoid_mul_cpu",
 }
+BLOCKING_OPS = {"0.5.17": _BLOCKING_OPS_0_5_17,
+                "0.5.23": _BLOCKING_OPS_0_5_17 - {"causal_conv1d_update"}}[releases.RELEASE]
 
 
 def _source(module: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_ddtree.compat import qwen35_text
+from sglang_ddtree.compat import qwen35_text, releases
 
 
 class _Backbone:
@@ -52,16 +52,16 @@ def _call(model, use=True, ids=(1, 5)):
     )
 
 
-def test_upstream_wrapper_still_lacks_the_method():
-    # Read from source (the module does not import on CPU). If a newer sglang adds the method,
-    # the hook steps aside (hasattr check) and this test says the hook can go.
+def test_upstream_wrapper_lacks_the_method_on_0_5_17_only():
+    # Read from source (the module does not import on CPU). sglang 0.5.23 added the method: the
+    # hook steps aside there (hasattr check); on 0.5.17 it is what gives the wrapper the method.
     import importlib.util
     from pathlib import Path
 
     src = Path(importlib.util.find_spec("sglang.srt.models").submodule_search_locations[0]) / "qwen3_5_text.py"
     text = src.read_text()
     assert "class Qwen3_5ForCausalLM(" in text
-    assert "set_dflash_layers_to_capture" not in text
+    assert ("set_dflash_layers_to_capture" in text) == {"0.5.17": False, "0.5.23": True}[releases.RELEASE]
 
 
 def test_subclass_of_the_wrapper_is_matched():

@@ -15,9 +15,15 @@ def registered(monkeypatch):
     for name in ("SGLANG_DDTREE_TEST_RECORD_TRACE", "SGLANG_DDTREE_BENCH_REPLAY",
                  "SGLANG_DDTREE_TEST_EXTRA_BUFFER_ARCHS", "SGLANG_DDTREE_PLUGIN_MARKER"):
         monkeypatch.delenv(name, raising=False)
+    import torch
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     monkeypatch.setattr(fork_children, "_registered_with", None)
     fork_children.note_registration()
     yield monkeypatch
+    torch.set_num_threads(threads)
     multiprocessing.set_start_method("spawn", force=True)
 
 
@@ -61,3 +67,16 @@ def test_a_test_plugin_other_than_the_registered_one_keeps_spawn(registered, tmp
 def test_no_registration_keeps_spawn(registered):
     registered.setattr(fork_children, "_registered_with", None)
     assert fork_children.fork_decision(CPU) == (False, "the test plugin was not registered in this process")
+
+
+def test_an_openmp_thread_team_keeps_spawn(registered):
+    """A child forked beside a GNU OpenMP team deadlocks at its first parallel region."""
+    import torch
+
+    registered.delenv("OMP_NUM_THREADS")
+    fork, why = fork_children.fork_decision(CPU)
+    assert not fork and "OMP_NUM_THREADS" in why
+    registered.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(2)
+    fork, why = fork_children.fork_decision(CPU)
+    assert not fork and "torch runs 2 threads" in why

@@ -6,6 +6,8 @@ import pytest
 
 from sglang_ddtree.testing import tiny_models
 
+pytestmark = pytest.mark.ddtree_serves  # (DDTREE's launch arguments / engines)
+
 
 @pytest.fixture(scope="module")
 def server_args_cls():

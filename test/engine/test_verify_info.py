@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 
 from sglang_ddtree.server_args import GDN_SNAPSHOT, GDN_WY
@@ -92,6 +93,7 @@ def test_wy_commit_takes_the_slots_of_the_backend_that_ran_the_verify(monkeypatc
     assert seen == [([7, 8], {}), ([1, 2], {})]  # the real requests' slots of that verify's backend
 
 
+@pytest.mark.ddtree_serves
 def test_tracking_slots_rebuilt_before_the_verify(monkeypatch):
     """verify_info.prepare_state_tracking points each request at its current ping-pong tracking slot
     through sglang's own helper (EAGLE's path; sglang's DFLASH never does it, so its prefix cache

@@ -156,6 +156,7 @@ def server_args_cls():
     return sa.ServerArgs
 
 
+@pytest.mark.ddtree_serves
 def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypatch):
     """Through ServerArgs (tiny hybrid, wy): the automatic fraction is sglang's own less the verify
     graphs' need computed from the model config here; a given fraction is kept."""

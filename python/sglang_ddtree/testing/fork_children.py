@@ -12,6 +12,9 @@ hooks already applied). That is equivalent only while the test plugin this proce
 is the one the current environment would register, so the switch applies when
 
 - the engine runs on CPU (a process that may have touched CUDA must not fork),
+- this process runs one OpenMP thread (``OMP_NUM_THREADS=1`` and torch at one thread, as
+  ``scripts/run_tests.sh`` sets): a child forked beside a GNU OpenMP thread team waits forever at
+  its first parallel region's barrier for team threads that fork did not copy,
 - :func:`signature` now equals its value when this process registered the test plugin (the
   variables whose hooks are installed once, at registration; the oracle drafter, the pool counts
   and the no-mask control read their variables on every call instead, see ``plugin.py``),
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 from typing import Optional, Tuple
 
 from ..config import BENCH_REPLAY, PLUGIN_MARKER, TEST_EXTRA_BUFFER_ARCHS, TEST_RECORD_TRACE
@@ -50,6 +54,12 @@ def fork_decision(server_args) -> Tuple[bool, str]:
     """``(fork, why)`` for an engine about to start its children."""
     if str(getattr(server_args, "device", "")) != "cpu":
         return False, f"device {server_args.device!r} is not cpu"
+    if os.environ.get("OMP_NUM_THREADS") != "1":
+        return False, "OMP_NUM_THREADS is not 1 (an OpenMP thread team does not survive fork)"
+    import torch
+
+    if torch.get_num_threads() != 1:
+        return False, f"torch runs {torch.get_num_threads()} threads (an OpenMP thread team does not survive fork)"
     if PLUGIN_MARKER.is_set():
         return False, f"{PLUGIN_MARKER.name} is set"
     if _registered_with is None:
