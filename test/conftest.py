@@ -7,9 +7,7 @@
 - Without a GPU, ``SGLANG_DDTREE_TEST_FORK_CHILDREN=1``: the CPU engines the tests start fork
   their scheduler and detokenizer instead of spawning them (``sglang_ddtree/testing/
   fork_children.py`` says when it applies); ``cpu_engine.SPAWN`` keeps spawn for a server.
-- Tests marked ``gpu`` are skipped when no CUDA device is present; tests marked ``ddtree_serves``
-  (a DDTREE engine, or DDTREE's launch-time argument handling) on an sglang release where DDTREE
-  is refused at launch (``compat.releases.check_ddtree_serves``).
+- Tests marked ``gpu`` are skipped when no CUDA device is present.
 """
 
 from __future__ import annotations
@@ -61,14 +59,6 @@ def _slow_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_slow_rank)  # (stable: files stay whole and in order)
-    from sglang_ddtree.compat import releases
-
-    if not releases.CURRENT.ddtree_worker:
-        unserved = pytest.mark.skip(reason=f"DDTREE is not served on sglang {releases.RELEASE} yet (refused at "
-                                           "launch; docs/sglang-releases.md)")
-        for item in items:
-            if "ddtree_serves" in item.keywords:
-                item.add_marker(unserved)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -251,6 +251,7 @@ def check_attention_backends(server_args, defaulted: bool = False) -> None:
     """Refuse a target attention backend that would not apply the tree mask, naming the flag:
     at launch for the flags given, and again when the worker starts, after sglang resolved its
     default (``defaulted``: say so)."""
+    server_args = releases.resolved(server_args)
     for flag in ("attention_backend", "decode_attention_backend", "prefill_attention_backend"):
         b = getattr(server_args, flag, None)
         if b is not None and b not in TREE_MASK_BACKENDS:
@@ -299,11 +300,13 @@ def validate_ddtree_parallelism(server_args) -> None:
 def split_kv_tree_attention(server_args) -> bool:
     """Whether a DDTREE server's triton attention backend runs the tree verify's attention with
     sglang-ddtree's split-KV kernel (``--speculative-ddtree-tree-attention`` auto or split-kv)."""
+    server_args = releases.resolved(server_args)
     return is_ddtree(server_args) and getattr(server_args, "speculative_ddtree_tree_attention", "auto") != "backend"
 
 
 def is_ddtree(server_args) -> bool:
     """Whether ``server_args`` (any object with ``speculative_algorithm``) selects DDTREE."""
+    server_args = releases.resolved(server_args)
     return str(getattr(server_args, "speculative_algorithm", None) or "").upper() == ALGORITHM
 
 
@@ -313,7 +316,7 @@ def published_server_args():
     from sglang.srt.runtime_context import get_server_args
 
     try:
-        return get_server_args()
+        return releases.resolved(get_server_args())
     except ValueError:
         return None
 
@@ -326,14 +329,14 @@ def is_ddtree_server() -> bool:
 def eager_verify(server_args=None) -> bool:
     """Whether DDTREE tree verifies run eagerly (``--speculative-ddtree-eager-verify``) on a DDTREE
     server (``server_args`` default: the published ones); False on other servers."""
-    sa = published_server_args() if server_args is None else server_args
+    sa = published_server_args() if server_args is None else releases.resolved(server_args)
     return is_ddtree(sa) and bool(getattr(sa, "speculative_ddtree_eager_verify", False))
 
 
 def wy_server(server_args=None) -> bool:
     """Whether ``server_args`` (default: the published ones) serve DDTREE with
     ``--speculative-ddtree-gdn-mode wy``."""
-    sa = published_server_args() if server_args is None else server_args
+    sa = published_server_args() if server_args is None else releases.resolved(server_args)
     return is_ddtree(sa) and getattr(sa, "speculative_ddtree_gdn_mode", None) == GDN_WY
 
 
@@ -368,6 +371,7 @@ def published_drafter_block_size() -> int:
 def ddtree_width_caps(server_args, block_size: int) -> WidthCaps:
     """Budget auto's verify widths and their batch-size caps (``core.widths.policy_width_caps``)
     for a resolved DDTREE server; empty for a fixed budget (its one width serves every batch)."""
+    server_args = releases.resolved(server_args)
     if not server_args.speculative_ddtree_step_cost:
         return {}
     return policy_width_caps(StepCostTable.from_json(server_args.speculative_ddtree_step_cost),
@@ -377,5 +381,6 @@ def ddtree_width_caps(server_args, block_size: int) -> WidthCaps:
 def ddtree_verify_widths(server_args, block_size: int, caps: Optional[WidthCaps] = None) -> list:
     """Every verify width a resolved DDTREE server verifies at: the budget's, or under budget
     auto the keys of ``caps`` (default: :func:`ddtree_width_caps`)."""
+    server_args = releases.resolved(server_args)
     caps = ddtree_width_caps(server_args, block_size) if caps is None else caps
     return sorted(caps) if caps else [verify_width(server_args.speculative_ddtree_budget, block_size)]

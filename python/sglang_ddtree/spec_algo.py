@@ -60,7 +60,7 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         return num_draft_tokens
 
     def handle_server_args(self, server_args) -> None:
-        releases.check_ddtree_serves()
+        releases.check_ddtree_serves(server_args.device)
         if server_args.speculative_draft_window_size is not None:
             raise ValueError(
                 "--speculative-draft-window-size is not supported with --speculative-algorithm "

@@ -36,6 +36,7 @@ from sglang.srt.speculative.draft_worker_common import build_block_pos_offsets, 
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.spec_utils import GrammarTree
 
+from .compat import releases
 from .core.accept import target_tokens
 from .core.budget_choice import CHAIN, StepCostTable
 from .core.budget_policy import BudgetPolicy
@@ -60,8 +61,12 @@ logger = logging.getLogger(__name__)
 class DDTreeWorker(DFlashWorkerV2):
     """``--speculative-algorithm DDTREE``."""
 
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
-        super().__init__(server_args, gpu_id, ps, nccl_port, target_worker)
+    def __init__(self, server_args, gpu_id, *args, **kwargs):
+        """``args``: what sglang's ``DFlashWorkerV2`` takes after ``gpu_id`` on this release (0.5.17:
+        ``ps, nccl_port, target_worker``; 0.5.23: ``nccl_port, target_worker``, by keyword)."""
+        super().__init__(server_args, gpu_id, *args, **kwargs)
+        server_args = releases.resolved(server_args)
+        tp = get_tp_group()
         # DFlashWorkerV2 takes its block size from --speculative-num-draft-tokens, which for
         # DDTREE is the verify width; the drafter's block comes from its own config.
         self.block_size = drafter_block_size(self.draft_model_runner.model_config.hf_config)
@@ -82,7 +87,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # once the attention backends exist (init_attention_backends).
         self._gdn_mode = server_args.speculative_ddtree_gdn_mode or GDN_SNAPSHOT
         self.gdn = None
-        self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, self.ps.tp_rank)
+        self._debug = DebugLog(server_args.speculative_ddtree_debug_jsonl, tp.rank_in_group)
         self.shadow = bool(server_args.speculative_ddtree_shadow_linear)
         self.oracle_rate = float(server_args.speculative_ddtree_oracle_rate or 0.0)
         self._penalties = None  # engine.penalty_state.PenaltyState, from the first penalised request
@@ -104,7 +109,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # The per-depth top-K head over the target's lm_head; folded into the drafter's CUDA graph
         # in DFLASH's place (_maybe_build_draft_sampler), eager otherwise.
         self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
-                                                self.topk, get_tp_group() if self.ps.tp_size > 1 else None)
+                                                self.topk, tp if tp.world_size > 1 else None)
         # Pages of more than one token: the accepted path's KV moves into place (core/commit_plan.py).
         self._move_kv = int(server_args.page_size or 1) > 1
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)
@@ -179,7 +184,8 @@ class DDTreeWorker(DFlashWorkerV2):
 
     # ------------------------------------------------------------------ the decode step
 
-    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None) -> GenerationBatchResult:
+    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, **kwargs) -> GenerationBatchResult:
+        # kwargs: 0.5.23's pipeline-parallel proxy tensors (DDTREE refuses pipeline parallelism).
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._prefill(batch, on_publish)
         if batch.forward_mode.is_idle():
@@ -209,7 +215,7 @@ class DDTreeWorker(DFlashWorkerV2):
             raise RuntimeError("DDTREE: an extend batch without extend_lens / prefix_lens / out_cache_loc.")
         new = out.next_token_ids
         positions, _ = compute_position(
-            self.model_runner.server_args.attention_backend,
+            releases.resolved(self.model_runner.server_args).attention_backend,
             torch.tensor(batch.prefix_lens, dtype=torch.int32, device=new.device),
             torch.tensor(batch.extend_lens, dtype=torch.int32, device=new.device), int(sum(batch.extend_lens)))
         # Now, not later: the scheduler may insert the prompt into the radix cache on return.

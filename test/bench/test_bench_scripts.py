@@ -98,7 +98,6 @@ def test_bench_gdn_tree_upstream_conv_cap(monkeypatch):
                                                                             "ours_extra_mib_per_req"}
 
 
-@pytest.mark.ddtree_serves
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     """One sweep, each configuration in its own process: DDTREE-only arguments reach DDTREE only

@@ -23,7 +23,6 @@ from test_trace_replay_cpu import K, synthetic_trace  # noqa: E402
 CONFIGS = ["no-spec", "DDTREE-chain", "DDTREE-auto"]
 
 
-@pytest.mark.ddtree_serves
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
 def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
     from sglang_ddtree.core import trace_sim

@@ -50,13 +50,17 @@ def test_ddtree_server_args_are_a_record_of_the_releases_kind():
     assert dataclasses.is_dataclass(DDTreeServerArgs) == (releases.CURRENT.server_args_record == "dataclass")
 
 
-def test_ddtree_is_refused_where_its_worker_is_not_ported(monkeypatch):
-    """Hard-coded: DDTREE serves on 0.5.17 only so far; a release without the worker port
-    refuses the flag, naming it and the release that serves it."""
-    assert {v for v, t in releases.TRAITS.items() if t.ddtree_worker} == {"0.5.17"}
+def test_ddtree_is_refused_where_it_is_not_checked(monkeypatch):
+    """Hard-coded: DDTREE serves on CUDA and CPU with 0.5.17 and on CPU only with 0.5.23 (no 0.5.23
+    GPU host); elsewhere the flag is refused, naming the device and the release that serves it."""
+    assert {v: t.ddtree_devices for v, t in releases.TRAITS.items()} == {"0.5.17": ("cuda", "cpu"),
+                                                                        "0.5.23": ("cpu",)}
     monkeypatch.setattr(releases, "CURRENT", releases.TRAITS["0.5.17"])
-    releases.check_ddtree_serves()
+    for device in ("cuda", "cuda:1", None, "cpu"):
+        releases.check_ddtree_serves(device)
     monkeypatch.setattr(releases, "CURRENT", releases.TRAITS["0.5.23"])
-    with pytest.raises(ValueError, match=r"--speculative-algorithm DDTREE is not served on sglang 0\.5\.23 yet.*"
-                                         r"Use sglang 0\.5\.17 for DDTREE"):
-        releases.check_ddtree_serves()
+    releases.check_ddtree_serves("cpu")
+    for device in ("cuda", None):
+        with pytest.raises(ValueError, match=r"--speculative-algorithm DDTREE is not served on cuda with sglang "
+                                             r"0\.5\.23 yet.*Use sglang 0\.5\.17 for DDTREE on cuda"):
+            releases.check_ddtree_serves(device)

@@ -24,7 +24,7 @@ from cpu_engine import PROMPTS, engine_kwargs, patched_env
 from sglang_ddtree.testing import tiny_models
 from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
-pytestmark = [pytest.mark.e2e, pytest.mark.ddtree_serves]
+pytestmark = pytest.mark.e2e
 
 N = 33  # 1 token from prefill + 2 full DDTREE steps of 16 at budget >= 15
 STRICT = {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}

@@ -17,7 +17,7 @@ from cpu_engine import PROMPTS, cpu_server, hf_greedy, hf_logprobs
 from sglang_ddtree.testing import tiny_models
 from sglang_ddtree.testing.oracle_drafter import write_oracle_file
 
-pytestmark = [pytest.mark.e2e, pytest.mark.ddtree_serves]
+pytestmark = pytest.mark.e2e
 
 N = 33
 

@@ -89,17 +89,3 @@ def test_dflash_chain_equals_no_speculation(plain_reference):
     # Speculation really ran: DFLASH reports its verify counters per request.
     assert all(o["meta_info"]["spec_verify_ct"] > 0 for o in outs)
 
-
-def test_ddtree_on_a_release_without_its_worker_is_refused_at_launch():
-    """Where DDTREE's worker is not ported (sglang 0.5.23 so far), an engine asking for it fails at
-    launch with the reason, before any process starts (on 0.5.17 DDTREE serves: test_ddtree_cpu)."""
-    import sglang as sgl
-
-    from sglang_ddtree.compat import releases
-    from sglang_ddtree.testing import tiny_models
-
-    if releases.CURRENT.ddtree_worker:
-        pytest.skip(f"DDTREE serves on sglang {releases.RELEASE}")
-    with pytest.raises(ValueError, match="--speculative-algorithm DDTREE is not served on sglang"):
-        sgl.Engine(**engine_kwargs(speculative_algorithm="DDTREE", speculative_ddtree_budget=8,
-                                   speculative_draft_model_path=str(tiny_models.model_path("dflash-llama"))))

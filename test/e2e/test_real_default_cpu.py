@@ -12,7 +12,7 @@ import pytest
 
 from cpu_engine import engine_kwargs, patched_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.ddtree_serves]
+pytestmark = pytest.mark.e2e
 
 PROMPTS = [
     "Complete this Python function.\n\ndef is_palindrome(s: str) -> bool:\n    \"\"\"Return True if s reads the same backwards.\"\"\"\n",

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmark" / "ddtr
 from accept_sweep import _serve  # noqa: E402
 from record_traces import metadata, record  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.ddtree_serves]
+pytestmark = pytest.mark.e2e
 
 N = 24
 K = 8

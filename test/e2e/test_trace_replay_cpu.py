@@ -23,8 +23,6 @@ from sglang_ddtree.core.traces import RequestTrace, TraceSet
 from sglang_ddtree.testing import tiny_models
 from sglang_ddtree.testing.trace_replay import Replay, refuse_real_weights, replay_requests
 
-pytestmark = pytest.mark.ddtree_serves  # (DDTREE's launch arguments / engines)
-
 L = tiny_models.DFLASH_BLOCK_SIZE - 1
 K = 4
 

@@ -81,7 +81,6 @@ def test_wheel_contents(built_wheel):
     assert "-cp312-" in built_wheel.name and "linux_x86_64" in built_wheel.name  # it holds a compiled extension
 
 
-@pytest.mark.ddtree_serves
 def test_installed_wheel_serves_ddtree_on_cpu(built_wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

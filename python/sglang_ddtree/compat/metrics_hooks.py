@@ -12,6 +12,7 @@ metrics): three AFTER hooks.
 from __future__ import annotations
 
 from ..metrics import PrometheusExport, request_spec_metrics
+from . import releases
 from ..server_args import is_ddtree
 
 
@@ -44,13 +45,14 @@ def _decode_stats_after(result, self, *args, **kwargs):
 
 
 def _request_metrics_after(result, self, meta_info, *args, **kwargs):
-    if is_ddtree(self.server_args):
-        if getattr(self.server_args, "speculative_ddtree_step_cost", None):
+    sa = releases.resolved(self.server_args)
+    if is_ddtree(sa):
+        if getattr(sa, "speculative_ddtree_step_cost", None):
             # --speculative-ddtree-budget auto: the tree size changes per step and is not known
             # here; sglang's counts stay (verify width - 1 per step: an upper bound).
             meta_info["ddtree_budget"] = "auto"
         else:
-            request_spec_metrics(meta_info, self.server_args.speculative_ddtree_budget)
+            request_spec_metrics(meta_info, sa.speculative_ddtree_budget)
     return result
 
 

@@ -53,9 +53,9 @@ class ReleaseTraits:
     (keyword ``draft_server_args``) or ``"resolve_draft_worker_attention_backend"`` (reads the
     published config).
 
-    ``ddtree_worker``: whether DDTREE's worker (a subclass of sglang's ``DFlashWorkerV2``) is
-    ported to this release's DFLASH worker; where it is not, ``--speculative-algorithm DDTREE``
-    is refused at launch (:func:`check_ddtree_serves`).
+    ``ddtree_devices``: the devices DDTREE has been checked to serve on with this release
+    (lossless end to end); on any other device ``--speculative-algorithm DDTREE`` is refused at
+    launch (:func:`check_ddtree_serves`).
     """
 
     version: str
@@ -64,16 +64,18 @@ class ReleaseTraits:
     spec_logprobs: str
     dflash_platform_protocol: bool
     draft_backend_resolver: str
-    ddtree_worker: bool
+    ddtree_devices: Tuple[str, ...]
 
 
 TRAITS = {
     "0.5.17": ReleaseTraits("0.5.17", server_args_record="dataclass", resolves_in_post_init=True,
                             spec_logprobs="compute_spec_v2_logprobs", dflash_platform_protocol=False,
-                            draft_backend_resolver="_resolve_draft_attention_backend_fallback", ddtree_worker=True),
+                            draft_backend_resolver="_resolve_draft_attention_backend_fallback",
+                            ddtree_devices=("cuda", "cpu")),
     "0.5.23": ReleaseTraits("0.5.23", server_args_record="struct", resolves_in_post_init=False,
                             spec_logprobs="compute_spec_logprobs", dflash_platform_protocol=True,
-                            draft_backend_resolver="resolve_draft_worker_attention_backend", ddtree_worker=False),
+                            draft_backend_resolver="resolve_draft_worker_attention_backend",
+                            ddtree_devices=("cpu",)),
 }
 
 
@@ -138,16 +140,17 @@ def compute_accepted_logprobs(batch, logits_output, predict, accept_index) -> No
         fn(batch, logits_output, predict, accept_index=accept_index)
 
 
-def check_ddtree_serves() -> None:
-    """ValueError at launch where this release's DFLASH worker has no DDTREE port yet, naming the
-    flag and the release that serves it."""
-    if not CURRENT.ddtree_worker:
-        serving = [v for v, t in TRAITS.items() if t.ddtree_worker]
+def check_ddtree_serves(device) -> None:
+    """ValueError at launch where DDTREE has not been checked on ``device`` (None: CUDA, sglang's
+    default) with this release, naming the flag and the release that serves it there."""
+    device = str(device or "cuda").split(":")[0]
+    if device not in CURRENT.ddtree_devices:
+        serving = [v for v, t in TRAITS.items() if device in t.ddtree_devices]
         raise ValueError(
-            f"--speculative-algorithm DDTREE is not served on sglang {CURRENT.version} yet: its DFLASH worker "
-            f"(DFlashWorkerV2, which DDTREE's worker extends) was rewritten upstream and DDTREE's worker is not "
-            f"ported to it. Use sglang {' or '.join(serving)} for DDTREE (docs/sglang-releases.md); sglang "
-            f"{CURRENT.version} serves the other algorithms with this package installed.")
+            f"--speculative-algorithm DDTREE is not served on {device} with sglang {CURRENT.version} yet: its "
+            f"{device} path (verify graphs, tree attention and GatedDeltaNet hooks) has not been run against "
+            f"this release, so losslessness is not established. Use sglang {' or '.join(serving) or '-'} for "
+            f"DDTREE on {device} (docs/sglang-releases.md).")
 
 
 def run_dflash_handling(server_args) -> None:
@@ -192,3 +195,45 @@ def model_config(server_args):
     if _recorder_writes(server_args) is not None:
         server_args = object.__getattribute__(server_args, "_cfg")
     return model_config_of(server_args)
+
+
+class _ResolvedArgs:
+    """0.5.23: a read-only view of a ``ServerArgs`` record with its resolution applied (the record
+    itself keeps the operator's input): fields from ``resolved_dict()``, anything else from the
+    record."""
+
+    def __init__(self, record):
+        object.__setattr__(self, "_record", record)
+        object.__setattr__(self, "_fields", record.resolved_dict())
+
+    def __getattr__(self, name):
+        fields = object.__getattribute__(self, "_fields")
+        if name in fields:
+            return fields[name]
+        return getattr(object.__getattribute__(self, "_record"), name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"resolved server args are read-only ({name})")
+
+
+def resolved(server_args):
+    """``server_args`` as resolved: the record itself on a release that resolves by writing it;
+    on 0.5.23 a read-only view (:class:`_ResolvedArgs`)."""
+    if CURRENT.resolves_in_post_init or server_args is None or isinstance(server_args, _ResolvedArgs):
+        return server_args
+    from sglang.srt.arg_groups.overrides import is_record
+
+    if not is_record(server_args):  # a view or the plugin stand-in during resolution: as it is
+        return server_args
+    return _ResolvedArgs(server_args)
+
+
+def cuda_graph_config(server_args):
+    """The CUDA-graph configuration sglang captures from (the object its capture reads, so a
+    change made to it holds for the capture): ``server_args.cuda_graph_config`` on a release that
+    resolves by writing the record (None for None); on 0.5.23 the published execution bag's."""
+    if CURRENT.resolves_in_post_init:
+        return None if server_args is None else server_args.cuda_graph_config
+    from sglang.srt.runtime_context import get_exec
+
+    return get_exec().graph.cuda_graph_config

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional
 
 from ..core.widths import WidthCaps, capture_bs_for_cap, max_verify_rows
+from ..compat import releases
 from ..server_args import ddtree_width_caps, eager_verify, is_ddtree, published_drafter_block_size
 from . import tree_gdn
 
@@ -50,13 +51,14 @@ def captured_width(model_runner) -> Optional[int]:
 
 
 @contextlib.contextmanager
-def capped_decode_bs(server_args, cap: Optional[int]):
-    """sglang's decode-graph batch sizes (``cuda_graph_config.decode``: ``bs`` and ``max_bs``,
-    what ``get_batch_sizes_to_capture`` reads) cut to :func:`capture_bs_for_cap` for the block."""
+def capped_decode_bs(graphs, cap: Optional[int]):
+    """sglang's decode-graph batch sizes (``graphs``: its ``cuda_graph_config``, whose ``decode``
+    ``bs`` and ``max_bs`` are what ``get_batch_sizes_to_capture`` reads) cut to
+    :func:`capture_bs_for_cap` for the block."""
     if cap is None:
         yield
         return
-    decode = server_args.cuda_graph_config.decode
+    decode = graphs.decode
     own = (decode.bs, decode.max_bs)
     if decode.bs:
         decode.bs = capture_bs_for_cap(decode.bs, cap)
@@ -86,7 +88,8 @@ def build_verify_runtimes(model_runner, widths: Iterable[int],
         try:
             # Backends read the verify width from the spec config when they are made.
             with get_spec().override(speculative_num_draft_tokens=width), \
-                    capped_decode_bs(getattr(model_runner, "server_args", None), (caps or {}).get(width)):
+                    capped_decode_bs(releases.cuda_graph_config(getattr(model_runner, "server_args", None)),
+                                     (caps or {}).get(width)):
                 backend = model_runner._get_attention_backend(init_new_workspace=True)
                 # The capture runs the model with the runner's backend; hooks that look at the
                 # model runner's backend (verify_graph.is_hybrid_runner) see the same kind.
@@ -126,7 +129,7 @@ def verify_runtime(model_runner, runtimes: Dict[int, VerifyRuntime], width: int)
 def target_width_caps(model_runner) -> WidthCaps:
     """Width caps of a DDTREE target with budget auto and verify graphs (empty otherwise: the
     drafter, other algorithms, a fixed budget, eager verifies)."""
-    sa = model_runner.server_args
+    sa = releases.resolved(model_runner.server_args)
     if model_runner.is_draft_worker or not is_ddtree(sa) or eager_verify(sa) or not sa.speculative_ddtree_step_cost:
         return {}
     return ddtree_width_caps(sa, published_drafter_block_size())
@@ -143,7 +146,8 @@ def width_capped_capture(model_runner):
     if not caps:
         yield
         return
-    decode = model_runner.server_args.cuda_graph_config.decode
+    graphs = releases.cuda_graph_config(model_runner.server_args)
+    decode = graphs.decode
     if not decode.bs:
         yield
         return
@@ -154,6 +158,6 @@ def width_capped_capture(model_runner):
     if shared is None or shared.max_rows < rows:
         GraphSharedOutput._process_shared = GraphSharedOutput(device=model_runner.device, max_rows=rows)
     tree_gdn.workspace().reserve_positions(rows)
-    main = int(model_runner.server_args.speculative_num_draft_tokens)
-    with capped_decode_bs(model_runner.server_args, caps.get(main)):
+    main = int(releases.resolved(model_runner.server_args).speculative_num_draft_tokens)
+    with capped_decode_bs(graphs, caps.get(main)):
         yield
