@@ -119,6 +119,13 @@ NEAR_TIE_TOL_CUDA = {"llama": 0.0625, "qwen35": 0.2}
 FP32_TOL = 0.01
 
 
+def _choice_ids(choice):
+    """The output token ids of an OpenAI-style choice asked with ``return_token_ids``: sglang
+    0.5.17 names them ``token_ids``, 0.5.23 ``response_token_ids`` (None if absent)."""
+    ids = choice.get("token_ids")
+    return ids if ids is not None else choice.get("response_token_ids")
+
+
 def dtype_refusal(model: str, device: str, dtype: str) -> Optional[str]:
     """Why ``model`` cannot be served in ``dtype`` on ``device``, or None: sglang 0.5.17's Qwen3.5
     model normalises through ``sgl_kernel``'s ``gemma_rmsnorm``, which has no float32 CUDA kernel
@@ -495,7 +502,7 @@ def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: f
         return ("ok", None) if n == m and reason == "length" else ("failed", f"{n} tokens of {m}, finish {reason}")
     if kind == "n_gt_1":
         choices = got["choices"]
-        lens = [len(c.get("token_ids") or []) for c in choices]
+        lens = [len(_choice_ids(c) or []) for c in choices]
         if len(choices) != body["n"] or any(x != body["max_tokens"] for x in lens):
             return "failed", f"{len(choices)} choices of {body['n']}, token counts {lens} (want {body['max_tokens']})"
         return "ok", None
@@ -503,7 +510,7 @@ def check(item: Item, got: dict, ref: Optional[dict], tol: float, logprob_tol: f
         return "no_reference", None
     if kind == "chat":
         g, r = got["choices"][0], ref["choices"][0]
-        gi, ri = g.get("token_ids"), r.get("token_ids")
+        gi, ri = _choice_ids(g), _choice_ids(r)
         if gi is None or ri is None:
             return "failed", "no token_ids in the chat answer"
         i = _first_diff(gi, ri)
@@ -845,7 +852,7 @@ def run(a) -> dict:
             if it.path == "/generate":
                 key, cont = it.prompt, r["output_ids"]
             else:
-                key, cont = r["choices"][0].get("prompt_token_ids"), r["choices"][0].get("token_ids")
+                key, cont = r["choices"][0].get("prompt_token_ids"), _choice_ids(r["choices"][0])
             if key and cont is not None:
                 cut = len(cont) if crng.random() < 0.6 else crng.randint(0, len(cont))
                 conts[tuple(key)] = cont[:cut]

@@ -237,3 +237,11 @@ def cuda_graph_config(server_args):
     from sglang.srt.runtime_context import get_exec
 
     return get_exec().graph.cuda_graph_config
+
+
+def req_pool_idx(req) -> int:
+    """The request's ``req_to_token`` row: ``req.req_pool_idx`` on 0.5.17, ``req.kv.req_pool_idx``
+    on 0.5.23 (the request's KV holdings moved into ``ReqKvInfo``)."""
+    if hasattr(req, "kv") and hasattr(req.kv, "req_pool_idx"):
+        return int(req.kv.req_pool_idx)
+    return int(req.req_pool_idx)

@@ -86,7 +86,9 @@ def write_step(result, self, batch, *args, **kwargs):
         raise RuntimeError(f"DDTREE trace recording: a step committed {lens.tolist()} tokens, not 1 each")
     bs = len(step["rid"])
     step["committed"] = result.next_token_ids.view(bs, -1)[:, 0].long().cpu()
-    if self.ps.tp_rank == 0:
+    from sglang.srt.distributed import get_tp_group
+
+    if get_tp_group().rank_in_group == 0:
         out = Path(TEST_RECORD_TRACE.get())
         out.mkdir(parents=True, exist_ok=True)
         torch.save(step, out / f"step-{os.getpid()}-{next(_seq):08d}.pt")

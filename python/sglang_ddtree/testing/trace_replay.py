@@ -44,6 +44,7 @@ from typing import List, Optional
 
 import torch
 
+from ..compat import releases
 from ..config import BENCH_REPLAY
 from ..core.trace_replay import ReplayTable, onehot_logits_
 from ..core.traces import TraceSet
@@ -131,7 +132,7 @@ class Replay:
         missing = [str(getattr(r, "rid", "?")) for r, f in zip(reqs, found) if f is None]
         if missing:
             raise RuntimeError(_missing_prompt(missing, self.path))
-        slots = torch.tensor([int(r.req_pool_idx) for r in reqs], dtype=torch.long)
+        slots = torch.tensor([releases.req_pool_idx(r) for r in reqs], dtype=torch.long)
         self.reserve(int(slots.max()) + 1)
         self.slot_req[slots.to(self.device)] = torch.tensor(found, dtype=torch.long).to(self.device)
 
