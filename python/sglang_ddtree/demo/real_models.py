@@ -54,6 +54,13 @@ def _convert(dst: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32)
     model.config.eos_token_id = 2  # <|im_end|>, as the instruct model ends its turns
     model.generation_config.eos_token_id = 2
+    # Loading dequantizes the GGUF weights to float32; newer transformers (sglang 0.5.23's 5.19)
+    # still mark the model GGUF-quantized and refuse to save it: the float32 model is plain.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     model.save_pretrained(str(dst), safe_serialization=True)
     tok.eos_token = "<|im_end|>"  # the GGUF metadata maps eos to <|im_start|>
     tok.save_pretrained(str(dst))
