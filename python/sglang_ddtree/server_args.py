@@ -192,6 +192,31 @@ def reject_ddtree_flags_without_ddtree(server_args) -> None:
             )
 
 
+# DFlash2 drafters (sglang 0.5.23): a DFlash backbone plus a learned candidate selector that picks
+# each position's draft among the target head's top-k; DDTREE builds its tree from the backbone's
+# per-depth top-K and would leave the selector unused.
+DFLASH2_ARCHITECTURES = ("DFlash2DraftModel", "DFlash2BeamDraftModel", "MiniMaxDFlash2DraftModel")
+
+
+def refuse_dflash2_drafter(architectures) -> None:
+    """ValueError naming the flag when the drafter declares a DFlash2 architecture."""
+    found = sorted(set(architectures or ()) & set(DFLASH2_ARCHITECTURES))
+    if found:
+        raise ValueError(
+            f"--speculative-draft-model-path is a DFlash2 drafter ({', '.join(found)}): DDTREE builds its tree "
+            "from a DFlash drafter's per-depth top-K and does not use a DFlash2 candidate selector yet. Serve it "
+            "with --speculative-algorithm DFLASH, or give DDTREE a DFlash drafter (DFlashDraftModel).")
+
+
+def drafter_architectures(server_args) -> list:
+    """The ``architectures`` of the drafter's config (``--speculative-draft-model-path``)."""
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    cfg = get_config(server_args.speculative_draft_model_path,
+                     trust_remote_code=bool(getattr(server_args, "trust_remote_code", False)))
+    return list(getattr(cfg, "architectures", None) or [])
+
+
 def validate_ddtree_args(server_args, block_size: int) -> None:
     """Resolve defaults and reject bad values / unsupported combinations, naming the flag."""
     if server_args.speculative_ddtree_budget is None:

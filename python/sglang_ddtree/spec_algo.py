@@ -18,6 +18,8 @@ from .core.widths import verify_width
 from .engine.verify_memory import reserve_for_server
 from .server_args import (
     ALGORITHM,
+    drafter_architectures,
+    refuse_dflash2_drafter,
     FRACTION_GIVEN,
     published_drafter_block_size,
     validate_ddtree_args,
@@ -69,6 +71,7 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
         validate_ddtree_parallelism(server_args)
         # DFLASH's handling: device, draft path, block size, draft attention backend.
         releases.run_dflash_handling(server_args)
+        refuse_dflash2_drafter(drafter_architectures(server_args))
         block_size = int(server_args.speculative_num_draft_tokens)
         validate_ddtree_args(server_args, block_size)
         # The verify width is what the scheduler reserves KV for each step.

@@ -228,3 +228,26 @@ def test_a_default_backend_without_the_tree_mask_is_refused_when_the_worker_star
     check_attention_backends(ok, defaulted=True)
     with pytest.raises(ValueError, match="got --attention-backend fa3 \\(sglang chose it"):
         check_attention_backends(types.SimpleNamespace(attention_backend="fa3"), defaulted=True)
+
+
+@pytest.mark.parametrize("arch", ["DFlash2DraftModel", "DFlash2BeamDraftModel", "MiniMaxDFlash2DraftModel"])
+def test_a_dflash2_drafter_is_refused_at_launch_naming_the_reason(server_args_cls, tmp_path, arch):
+    """sglang 0.5.23's DFlash2 drafters pick each draft with a learned selector DDTREE does not
+    use: refused at launch, naming the flag and the way to serve it (hard-coded names)."""
+    import json
+    import shutil
+
+    drafter = tmp_path / "dflash2"
+    shutil.copytree(tiny_models.model_path("dflash-llama"), drafter)
+    cfg = json.loads((drafter / "config.json").read_text())
+    cfg["architectures"] = [arch]
+    (drafter / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=rf"--speculative-draft-model-path is a DFlash2 drafter \({arch}\).*"
+                                         r"--speculative-algorithm DFLASH"):
+        _args(server_args_cls, speculative_draft_model_path=str(drafter))
+    # a copy declaring a DFlash drafter resolves (another folder: sglang caches configs by path)
+    plain = tmp_path / "dflash"
+    shutil.copytree(drafter, plain)
+    cfg["architectures"] = ["DFlashDraftModel"]
+    (plain / "config.json").write_text(json.dumps(cfg))
+    assert _args(server_args_cls, speculative_draft_model_path=str(plain)).speculative_num_draft_tokens == 17
