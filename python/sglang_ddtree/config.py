@@ -135,8 +135,9 @@ TEST_FORK_CHILDREN = _declare(
     "SGLANG_DDTREE_TEST_FORK_CHILDREN", "test", "bool", False,
     "CPU test engines start sglang's scheduler and detokenizer by fork instead of spawn (testing/"
     "fork_children.py): the children skip re-importing sglang (~15 s of CPU per engine). Applied only on "
-    "CPU, only where the test plugin this process registered is the one the current environment asks "
-    "for, and never with SGLANG_DDTREE_PLUGIN_MARKER (which proves the plugin runs in spawned children).")
+    "CPU, beside one OpenMP thread, only where the test plugin this process registered is the one the "
+    "current environment asks for, and never with SGLANG_DDTREE_PLUGIN_MARKER (which proves the plugin "
+    "runs in spawned children).")
 TRITON_INTERP_CHILD = _declare(
     "SGLANG_DDTREE_TRITON_INTERP_CHILD", "test", "bool", False,
     "Set by the kernel tests in the child process they re-run themselves in under TRITON_INTERPRET=1.")

@@ -13,13 +13,6 @@ from sglang_ddtree.compat import graph_init
 from sglang_ddtree.core.widths import max_verify_rows
 from sglang_ddtree.engine import tree_gdn, verify_widths
 from sglang_ddtree.engine.verify_widths import capped_decode_bs
-from sglang_ddtree.compat import releases
-
-# DDTREE's CUDA path (verify graphs, GPU memory, hybrid targets' GatedDeltaNet state): served with
-# the releases whose ddtree_devices include cuda; sglang 0.5.23 serves DDTREE on CPU only so far.
-CUDA_PATH = pytest.mark.skipif("cuda" not in releases.CURRENT.ddtree_devices,
-                               reason=f"DDTREE's CUDA path is not served with sglang {releases.RELEASE} yet")
-
 
 
 def test_capped_decode_bs_is_temporary():
@@ -35,8 +28,7 @@ def test_capped_decode_bs_is_temporary():
         assert decode.bs == [1, 4, 16, 64]
 
 
-
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_main_runner_capture_is_capped_and_the_logits_buffer_sized_for_every_width(monkeypatch, tmp_path):
     """The hook around ``ModelRunner.init_cuda_graphs``: sglang's own runner (the widest width)
     captures only up to its cap, and the shared logits buffer holds the largest width x batch any

@@ -7,12 +7,6 @@ import pytest
 from sglang_ddtree.compat import releases
 from sglang_ddtree.testing import tiny_models
 
-# DDTREE's CUDA path (verify graphs, GPU memory, hybrid targets' GatedDeltaNet state): served with
-# the releases whose ddtree_devices include cuda; sglang 0.5.23 serves DDTREE on CPU only so far.
-CUDA_PATH = pytest.mark.skipif("cuda" not in releases.CURRENT.ddtree_devices,
-                               reason=f"DDTREE's CUDA path is not served with sglang {releases.RELEASE} yet")
-
-
 
 @pytest.fixture(scope="module")
 def server_args_cls():
@@ -42,8 +36,6 @@ def resolved(args):
     """The arguments as the launcher resolves them: sglang 0.5.17 resolves in construction;
     0.5.23 keeps the operator's input on the record and resolves in ``resolve_once`` (read back
     through ``compat.releases.resolved``)."""
-    from sglang_ddtree.compat import releases
-
     if releases.CURRENT.resolves_in_post_init:
         return args
     args.resolve_once()
@@ -97,7 +89,7 @@ def test_gdn_mode_wy_is_accepted(server_args_cls):
     assert _args(server_args_cls, speculative_ddtree_gdn_mode="snapshot").speculative_ddtree_gdn_mode == "snapshot"
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_gdn_mode_default_is_wy_except_with_the_no_buffer_radix_cache(server_args_cls):
     # wy measured faster at 27B size; its state tracking (extra_buffer) matched sglang's per-node
     # path on the H200; under no_buffer a rerun left DFLASH's at one token.
@@ -187,7 +179,7 @@ def test_budget_auto_takes_the_tables_largest_budget(server_args_cls, tmp_path):
     assert _args(server_args_cls, speculative_ddtree_budget="12").speculative_ddtree_budget == 12  # CLI strings
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_extra_buffer_test_switch_resolves_the_tiny_hybrid_to_extra_buffer(server_args_cls, monkeypatch):
     """testing/extra_buffer_arch.py: without the switch sglang leaves the tiny text-only hybrid's
     radix-cache strategy unresolved (no state tracking); with it, ``auto`` resolves to
@@ -251,3 +243,19 @@ def test_a_dflash2_drafter_is_refused_at_launch_naming_the_reason(server_args_cl
     cfg["architectures"] = ["DFlashDraftModel"]
     (plain / "config.json").write_text(json.dumps(cfg))
     assert _args(server_args_cls, speculative_draft_model_path=str(plain)).speculative_num_draft_tokens == 17
+
+
+def test_resolved_arguments_are_read_from_one_view_per_resolved_record(server_args_cls):
+    """``releases.resolved``: the record itself where construction resolves it (0.5.17); on 0.5.23
+    one read-only view per record once its resolution finished (hooks ask per request)."""
+    a = server_args_cls(model_path=str(tiny_models.model_path("llama")), device="cpu", dtype="float32",
+                        speculative_algorithm="DDTREE", disable_overlap_schedule=True,
+                        speculative_draft_model_path=str(tiny_models.model_path("dflash-llama")))
+    if releases.CURRENT.resolves_in_post_init:
+        assert releases.resolved(a) is a
+        return
+    a.resolve_once()
+    view = releases.resolved(a)
+    assert view is releases.resolved(a) and view.speculative_ddtree_budget == 16 and a.speculative_ddtree_budget is None
+    with pytest.raises(AttributeError, match="read-only"):
+        view.speculative_ddtree_budget = 8

@@ -13,13 +13,6 @@ import torch
 
 from sglang_ddtree.server_args import GDN_SNAPSHOT, GDN_WY
 from sglang_ddtree.verify_info import DDTreeVerifyInput
-from sglang_ddtree.compat import releases
-
-# DDTREE's CUDA path (verify graphs, GPU memory, hybrid targets' GatedDeltaNet state): served with
-# the releases whose ddtree_devices include cuda; sglang 0.5.23 serves DDTREE on CPU only so far.
-CUDA_PATH = pytest.mark.skipif("cuda" not in releases.CURRENT.ddtree_devices,
-                               reason=f"DDTREE's CUDA path is not served with sglang {releases.RELEASE} yet")
-
 
 
 class _Backend:
@@ -100,7 +93,7 @@ def test_wy_commit_takes_the_slots_of_the_backend_that_ran_the_verify(monkeypatc
     assert seen == [([7, 8], {}), ([1, 2], {})]  # the real requests' slots of that verify's backend
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_tracking_slots_rebuilt_before_the_verify(monkeypatch):
     """verify_info.prepare_state_tracking points each request at its current ping-pong tracking slot
     through sglang's own helper (EAGLE's path; sglang's DFLASH never does it, so its prefix cache

@@ -20,13 +20,6 @@ from sglang_ddtree.engine.verify_memory import (
     verify_footprint,
     verify_reserve_mb,
 )
-from sglang_ddtree.compat import releases
-
-# DDTREE's CUDA path (verify graphs, GPU memory, hybrid targets' GatedDeltaNet state): served with
-# the releases whose ddtree_devices include cuda; sglang 0.5.23 serves DDTREE on CPU only so far.
-CUDA_PATH = pytest.mark.skipif("cuda" not in releases.CURRENT.ddtree_devices,
-                               reason=f"DDTREE's CUDA path is not served with sglang {releases.RELEASE} yet")
-
 
 # Qwen3.6-27B (design doc §2): 64 layers, 3 GatedDeltaNet per gated-attention layer.
 QWEN36 = SimpleNamespace(text_config=SimpleNamespace(
@@ -163,7 +156,7 @@ def server_args_cls():
     return sa.ServerArgs
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypatch):
     """Through ServerArgs (tiny hybrid, wy): the automatic fraction is sglang's own less the verify
     graphs' need computed from the model config here; a given fraction is kept."""

@@ -10,13 +10,6 @@ import types
 import pytest
 
 from sglang_ddtree.engine import verify_widths as vw
-from sglang_ddtree.compat import releases
-
-# DDTREE's CUDA path (verify graphs, GPU memory, hybrid targets' GatedDeltaNet state): served with
-# the releases whose ddtree_devices include cuda; sglang 0.5.23 serves DDTREE on CPU only so far.
-CUDA_PATH = pytest.mark.skipif("cuda" not in releases.CURRENT.ddtree_devices,
-                               reason=f"DDTREE's CUDA path is not served with sglang {releases.RELEASE} yet")
-
 
 
 class _Spec:
@@ -68,7 +61,7 @@ def spec(monkeypatch):
     return s
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_one_runtime_per_width_built_under_that_width(spec):
     mr, seen = _runner(spec)
     main_graphs = mr.decode_cuda_graph_runner
@@ -91,7 +84,7 @@ def test_no_verify_graphs_means_no_runtimes(spec):
     assert vw.build_verify_runtimes(mr, [16, 33]) == {} and seen == []
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_a_capture_of_another_width_is_an_error(spec):
     mr, _ = _runner(spec, wrong_width=True)
     with pytest.raises(RuntimeError, match="width 16"):
@@ -99,7 +92,7 @@ def test_a_capture_of_another_width_is_an_error(spec):
     assert mr.attn_backend == "main-backend" and spec.speculative_num_draft_tokens == 33
 
 
-@CUDA_PATH
+@pytest.mark.ddtree_cuda_path
 def test_verify_runtime_swaps_for_the_block_and_restores(spec):
     mr, _ = _runner(spec)
     main_graphs = mr.decode_cuda_graph_runner

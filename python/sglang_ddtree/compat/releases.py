@@ -216,16 +216,27 @@ class _ResolvedArgs:
         raise AttributeError(f"resolved server args are read-only ({name})")
 
 
+# id(record) -> its view, for records whose resolution finished (the view holds its record, so
+# the id is not reused while the entry lives). Hooks ask per request and per forward.
+_RESOLVED_VIEWS: dict = {}
+
+
 def resolved(server_args):
     """``server_args`` as resolved: the record itself on a release that resolves by writing it;
-    on 0.5.23 a read-only view (:class:`_ResolvedArgs`)."""
+    on 0.5.23 a read-only view (:class:`_ResolvedArgs`), made once per record after its
+    resolution finished (``resolved_dict()`` serialises every field)."""
     if CURRENT.resolves_in_post_init or server_args is None or isinstance(server_args, _ResolvedArgs):
         return server_args
     from sglang.srt.arg_groups.overrides import is_record
 
     if not is_record(server_args):  # a view or the plugin stand-in during resolution: as it is
         return server_args
-    return _ResolvedArgs(server_args)
+    if not getattr(server_args, "_resolution_finished", False):
+        return _ResolvedArgs(server_args)
+    view = _RESOLVED_VIEWS.get(id(server_args))
+    if view is None or object.__getattribute__(view, "_record") is not server_args:
+        view = _RESOLVED_VIEWS[id(server_args)] = _ResolvedArgs(server_args)
+    return view
 
 
 def cuda_graph_config(server_args):
