@@ -131,6 +131,11 @@ TEST_POOL_COUNTS = _declare(
     "SGLANG_DDTREE_TEST_POOL_COUNTS", "test", "bool", False,
     "/server_info internal_states[i].pool_counts: the scheduler's allocator counts (KV, request and "
     "linear-attention state pools) for leak checks from a client (testing/pool_counts.py).")
+TEST_FP32_NORMS = _declare(
+    "SGLANG_DDTREE_TEST_FP32_NORMS", "test", "bool", False,
+    "GemmaRMSNorm on CUDA runs sglang's native torch path for float32 inputs (testing/fp32_norms.py): "
+    "sgl_kernel's gemma_rmsnorm has no float32 kernel, so a float32 Qwen3.5 / Qwen3-Next tiny model can "
+    "serve on the GPU for exact lossless checks.")
 TEST_FORK_CHILDREN = _declare(
     "SGLANG_DDTREE_TEST_FORK_CHILDREN", "test", "bool", False,
     "CPU test engines start sglang's scheduler and detokenizer by fork instead of spawn (testing/"
@@ -167,7 +172,8 @@ VENV = _declare(
 def wants_test_plugin() -> bool:
     """Whether any variable the test plugin acts on is set (``plugin.register`` then loads it)."""
     return any(v.is_set() for v in (TEST_ORACLE, TEST_RECORD_TRACE, BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS,
-                                    TEST_NOMASK_CONTROL, TEST_POOL_COUNTS, TEST_FORK_CHILDREN))
+                                    TEST_NOMASK_CONTROL, TEST_POOL_COUNTS, TEST_FORK_CHILDREN,
+                                    TEST_FP32_NORMS))
 
 
 def describe(kind: Optional[str] = None) -> str:

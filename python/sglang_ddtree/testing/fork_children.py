@@ -32,7 +32,7 @@ import multiprocessing
 import os
 from typing import Optional, Tuple
 
-from ..config import BENCH_REPLAY, PLUGIN_MARKER, TEST_EXTRA_BUFFER_ARCHS, TEST_RECORD_TRACE
+from ..config import BENCH_REPLAY, PLUGIN_MARKER, TEST_EXTRA_BUFFER_ARCHS, TEST_FP32_NORMS, TEST_RECORD_TRACE
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ _registered_with: Optional[Tuple] = None
 
 def signature() -> Tuple:
     """The values of the test variables whose hooks are installed once, at registration."""
-    return tuple((v.name, v.get()) for v in (TEST_RECORD_TRACE, BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS))
+    return tuple((v.name, v.get()) for v in (TEST_RECORD_TRACE, BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_FP32_NORMS))
 
 
 def note_registration() -> None:

@@ -17,6 +17,8 @@ every process the plugin loads in.
   (``extra_buffer_arch.py``);
 - ``SGLANG_DDTREE_TEST_POOL_COUNTS``: ``/server_info`` reports the scheduler's allocator counts
   (``pool_counts.py``);
+- ``SGLANG_DDTREE_TEST_FP32_NORMS``: GemmaRMSNorm's CUDA forward takes float32 inputs through
+  sglang's native path (``fp32_norms.py``);
 - ``SGLANG_DDTREE_TEST_FORK_CHILDREN``: CPU test engines fork their children (``fork_children.py``).
   A forked child inherits this process's registration, so with it the oracle drafter, the pool
   counts and the no-mask control are installed whether or not their variable is set, and each
@@ -27,8 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from ..config import (BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_FORK_CHILDREN, TEST_NOMASK_CONTROL, TEST_ORACLE,
-                      TEST_POOL_COUNTS, TEST_RECORD_TRACE)
+from ..config import (BENCH_REPLAY, TEST_EXTRA_BUFFER_ARCHS, TEST_FORK_CHILDREN, TEST_FP32_NORMS, TEST_NOMASK_CONTROL,
+                      TEST_ORACLE, TEST_POOL_COUNTS, TEST_RECORD_TRACE)
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +105,11 @@ def register() -> None:
         from .extra_buffer_arch import apply_extra_buffer_archs
 
         logger.warning("sglang-ddtree TEST: mamba extra_buffer allowed for %s", apply_extra_buffer_archs())
+    if TEST_FP32_NORMS.get():
+        from . import fp32_norms
+
+        HookRegistry.register(fp32_norms.TARGET, fp32_norms.forward_cuda, HookType.AROUND)
+        logger.warning("sglang-ddtree TEST: GemmaRMSNorm runs float32 inputs through its native path on CUDA")
     if TEST_POOL_COUNTS.get() or fork:
         HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
                               HookType.AFTER)
