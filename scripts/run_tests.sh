@@ -1,19 +1,71 @@
 #!/usr/bin/env bash
-# Set up the pinned stack (idempotent) and run the test suite on CPU.
+# Set up the supported sglang releases' stacks (idempotent) and run the test suite on CPU.
 # GPU-only tests are marked `gpu` and skip themselves without a CUDA device. Two workers
 # (pytest-xdist), each test file whole on one of them: engine start-ups overlap on 2 cores.
-# Usage: bash scripts/run_tests.sh [extra pytest args]
-#        SGLANG_DDTREE_SGLANG=0.5.23 bash scripts/run_tests.sh [...]   (the suite against sglang 0.5.23,
-#        in .venv-0.5.23; tests of what is not served there yet skip themselves, saying so)
+#
+# Usage:
+#   bash scripts/run_tests.sh
+#       what CI runs: the whole suite against sglang 0.5.17 (.venv), then the release leg against
+#       sglang 0.5.23 (.venv-0.5.23, set up in the background while the first leg runs): the
+#       files in RELEASE_LEG below (hooks resolving, flags, metrics, the lossless end-to-end tests)
+#   bash scripts/run_tests.sh [pytest args...]
+#       the whole suite (or the selection in the args) against sglang 0.5.17 only
+#   SGLANG_DDTREE_SGLANG=0.5.23 bash scripts/run_tests.sh [pytest args...]
+#       the whole suite (or the selection) against that release only; tests of what is not
+#       served there yet skip themselves, saying so
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup_env.sh
+
+# The release leg: every file whose behaviour depends on the sglang release (the hook targets
+# and release seams, the server flags, the metrics hooks, DDTREE lossless through the engine,
+# the HTTP server and under load, plain and DFLASH serving beside the plugin).
+RELEASE_LEG=(
+  test/compat
+  test/engine/test_server_args.py
+  test/engine/test_metrics.py
+  test/engine/test_worker.py
+  test/e2e/test_engine_cpu.py
+  test/e2e/test_ddtree_cpu.py
+  test/e2e/test_ddtree_http_cpu.py
+  test/e2e/test_soak_cpu.py
+)
+
 export SGLANG_USE_CPU_ENGINE=${SGLANG_USE_CPU_ENGINE:-1}
 # One OpenMP thread per process: the workers and the sglang engines they start share 2 cores, and
 # idle OpenMP threads spinning beside them cost the suite about a fifth of its time.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-case "${SGLANG_DDTREE_SGLANG:-0.5.17}" in
-  0.5.17) VENV=${SGLANG_DDTREE_VENV:-.venv} ;;
-  *) VENV=${SGLANG_DDTREE_VENV:-.venv-$SGLANG_DDTREE_SGLANG} ;;
-esac
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile test "$@"
+
+venv_of() {
+  case "$1" in
+    0.5.17) echo "${SGLANG_DDTREE_VENV:-.venv}" ;;
+    *) echo "${SGLANG_DDTREE_VENV:-.venv-$1}" ;;
+  esac
+}
+
+run_suite() {  # release, pytest selection and args...
+  local release=$1; shift
+  echo "[tests] sglang $release: $*"
+  "$(venv_of "$release")/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+}
+
+if [[ -n "${SGLANG_DDTREE_SGLANG:-}" || $# -gt 0 ]]; then
+  bash scripts/setup_env.sh
+  exec "$(venv_of "${SGLANG_DDTREE_SGLANG:-0.5.17}")/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
+    --dist loadfile test "$@"
+fi
+
+bash scripts/setup_env.sh
+mkdir -p build
+SETUP_LOG=build/setup-0.5.23.log
+SGLANG_DDTREE_SGLANG=0.5.23 bash scripts/setup_env.sh > "$SETUP_LOG" 2>&1 &
+setup_pid=$!
+rc=0
+run_suite 0.5.17 test || rc=$?
+if ! wait "$setup_pid"; then
+  echo "[tests] setting up sglang 0.5.23 failed:" >&2
+  tail -n 30 "$SETUP_LOG" >&2
+  exit 1
+fi
+tail -n 1 "$SETUP_LOG"
+run_suite 0.5.23 "${RELEASE_LEG[@]}" || rc=$?
+exit $rc
