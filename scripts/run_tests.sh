@@ -35,11 +35,16 @@ export SGLANG_USE_CPU_ENGINE=${SGLANG_USE_CPU_ENGINE:-1}
 # idle OpenMP threads spinning beside them cost the suite about a fifth of its time.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
+# A release's virtualenv: SGLANG_DDTREE_VENV names the one of the release it is set up for
+# (SGLANG_DDTREE_SGLANG, default 0.5.17); the other release keeps its default folder.
 venv_of() {
-  case "$1" in
-    0.5.17) echo "${SGLANG_DDTREE_VENV:-.venv}" ;;
-    *) echo "${SGLANG_DDTREE_VENV:-.venv-$1}" ;;
-  esac
+  if [[ -n "${SGLANG_DDTREE_VENV:-}" && $1 == "${SGLANG_DDTREE_SGLANG:-0.5.17}" ]]; then
+    echo "$SGLANG_DDTREE_VENV"
+  elif [[ $1 == 0.5.17 ]]; then
+    echo .venv
+  else
+    echo ".venv-$1"
+  fi
 }
 
 run_suite() {  # release, pytest selection and args...
@@ -48,16 +53,15 @@ run_suite() {  # release, pytest selection and args...
   "$(venv_of "$release")/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
 }
 
+bash scripts/setup_env.sh
 if [[ -n "${SGLANG_DDTREE_SGLANG:-}" || $# -gt 0 ]]; then
-  bash scripts/setup_env.sh
-  exec "$(venv_of "${SGLANG_DDTREE_SGLANG:-0.5.17}")/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
-    --dist loadfile test "$@"
+  run_suite "${SGLANG_DDTREE_SGLANG:-0.5.17}" test "$@"
+  exit
 fi
 
-bash scripts/setup_env.sh
 mkdir -p build
 SETUP_LOG=build/setup-0.5.23.log
-SGLANG_DDTREE_SGLANG=0.5.23 bash scripts/setup_env.sh > "$SETUP_LOG" 2>&1 &
+SGLANG_DDTREE_SGLANG=0.5.23 SGLANG_DDTREE_VENV="$(venv_of 0.5.23)" bash scripts/setup_env.sh > "$SETUP_LOG" 2>&1 &
 setup_pid=$!
 rc=0
 run_suite 0.5.17 test || rc=$?
