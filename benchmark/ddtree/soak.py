@@ -128,10 +128,10 @@ def _choice_ids(choice):
 
 def dtype_env(model: str, device: str, dtype: str) -> dict:
     """Environment both servers of ``model`` need to serve ``dtype`` on ``device``: sglang 0.5.17's
-    Qwen3.5 model normalises through ``sgl_kernel``'s ``gemma_rmsnorm``, which has no float32 CUDA
-    kernel (a server without speculation fails to start the same way), so a float32 hybrid on CUDA
-    runs GemmaRMSNorm's native torch path (the test plugin's ``SGLANG_DDTREE_TEST_FP32_NORMS``)."""
-    if device == "cuda" and dtype == "float32" and model.startswith("qwen35"):
+    norms (``RMSNorm``, ``GemmaRMSNorm``) and rope call ``sgl_kernel`` kernels that have no float32
+    CUDA version (a server without speculation fails to start the same way), so float32 on CUDA
+    runs their native torch paths (the test plugin's ``SGLANG_DDTREE_TEST_FP32_NORMS``)."""
+    if device == "cuda" and dtype == "float32":
         return {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
     return {}
 

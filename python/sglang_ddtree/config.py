@@ -133,9 +133,9 @@ TEST_POOL_COUNTS = _declare(
     "linear-attention state pools) for leak checks from a client (testing/pool_counts.py).")
 TEST_FP32_NORMS = _declare(
     "SGLANG_DDTREE_TEST_FP32_NORMS", "test", "bool", False,
-    "GemmaRMSNorm on CUDA runs sglang's native torch path for float32 inputs (testing/fp32_norms.py): "
-    "sgl_kernel's gemma_rmsnorm has no float32 kernel, so a float32 Qwen3.5 / Qwen3-Next tiny model can "
-    "serve on the GPU for exact lossless checks.")
+    "RMSNorm, GemmaRMSNorm and RotaryEmbedding on CUDA run sglang's native torch paths for float32 "
+    "inputs (testing/fp32_norms.py): sgl_kernel's norm and rope kernels take bf16 / fp16 only, so a "
+    "float32 tiny hybrid target and its DFlash drafter can serve on the GPU for exact lossless checks.")
 TEST_FORK_CHILDREN = _declare(
     "SGLANG_DDTREE_TEST_FORK_CHILDREN", "test", "bool", False,
     "CPU test engines start sglang's scheduler and detokenizer by fork instead of spawn (testing/"

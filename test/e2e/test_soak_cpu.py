@@ -238,11 +238,11 @@ def test_oracle_drafter_rereads_a_rewritten_file(tmp_path):
     assert 41 not in ids[0, 0, 1:].tolist()
 
 
-def test_the_hybrid_in_float32_on_cuda_serves_its_norms_natively():
-    """sglang 0.5.17's Qwen3.5 model needs GemmaRMSNorm's native path for float32 on CUDA: both
-    servers of a float32 hybrid soak get the test plugin's route; nothing else does."""
+def test_float32_on_cuda_serves_norms_and_rope_natively():
+    """sglang 0.5.17's norm and rope kernels have no float32 CUDA version: both servers of a
+    float32 soak on CUDA get the test plugin's native route, for either model; nothing else does."""
     want = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
     assert soak.dtype_env("qwen35", "cuda", "float32") == want
-    assert soak.dtype_env("llama", "cuda", "float32") == {}
+    assert soak.dtype_env("llama", "cuda", "float32") == want
     assert soak.dtype_env("qwen35", "cuda", "bfloat16") == {}
     assert soak.dtype_env("qwen35", "cpu", "float32") == {}

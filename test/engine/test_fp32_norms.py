@@ -1,6 +1,7 @@
-"""The test plugin's float32 GemmaRMSNorm route (testing/fp32_norms.py): float32 inputs take
-sglang's native path, every other dtype the original CUDA kernel; the target resolves on the
-installed release and the plugin installs it only when SGLANG_DDTREE_TEST_FP32_NORMS is set."""
+"""The test plugin's float32 route for sglang's norms and rope (testing/fp32_norms.py): float32
+inputs take sglang's native path, every other dtype (and a rope call with the fused KV write) the
+original CUDA kernel; the targets resolve on the installed release and the plugin installs them
+only when SGLANG_DDTREE_TEST_FP32_NORMS is set."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import torch
 from sglang_ddtree.testing import fp32_norms
 
 
-def _norm(hidden=64):
-    from sglang.srt.layers.layernorm import GemmaRMSNorm
+def _norm(hidden=64, gemma=True):
+    from sglang.srt.layers.layernorm import GemmaRMSNorm, RMSNorm
 
-    n = GemmaRMSNorm(hidden, eps=1e-6)
+    n = (GemmaRMSNorm if gemma else RMSNorm)(hidden, eps=1e-6)
     with torch.no_grad():
         n.weight.copy_(torch.randn(hidden, generator=torch.Generator().manual_seed(1)))
     return n
@@ -28,24 +29,31 @@ def _never(*args, **kwargs):
     raise AssertionError("the original kernel ran for a float32 input")
 
 
-def _reference(x, w, eps, residual=None):
+def _reference(x, w, eps, residual=None, gemma=True):
     x64 = x.double() + (residual.double() if residual is not None else 0)
-    y = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * (1 + w.double())
+    y = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * ((1 + w.double()) if gemma else w.double())
     return y, x64
 
 
-def test_the_target_resolves_on_the_installed_release():
-    obj_path, attr = fp32_norms.TARGET.rsplit(".", 1)
+@pytest.mark.parametrize("target", fp32_norms.TARGETS)
+def test_the_targets_resolve_on_the_installed_release(target):
+    obj_path, attr = target.rsplit(".", 1)
     assert callable(getattr(pkgutil.resolve_name(obj_path), attr))
 
 
+def test_hooks_cover_every_target_once():
+    assert sorted(t for t, _ in fp32_norms.hooks()) == sorted(fp32_norms.TARGETS)
+    assert dict(fp32_norms.hooks())[fp32_norms.ROPE] is fp32_norms.rope_forward_cuda
+
+
+@pytest.mark.parametrize("gemma", [True, False])
 @pytest.mark.parametrize("with_residual", [False, True])
-def test_float32_takes_the_native_path(with_residual):
-    n = _norm()
+def test_float32_takes_the_native_path(with_residual, gemma):
+    n = _norm(gemma=gemma)
     g = torch.Generator().manual_seed(2)
     x = torch.randn(5, 64, generator=g)
     res = torch.randn(5, 64, generator=g) if with_residual else None
-    ref, ref_res = _reference(x, n.weight.data, n.variance_epsilon, res)
+    ref, ref_res = _reference(x, n.weight.data, n.variance_epsilon, res, gemma)
     out = fp32_norms.forward_cuda(_never, n, x.clone(), None if res is None else res.clone())
     if with_residual:
         out, new_res = out
@@ -69,18 +77,65 @@ def test_other_dtypes_run_the_original(dtype):
     assert seen == [(n, dtype, None, None)]
 
 
+def _rope(monkeypatch):
+    import types
+
+    from sglang.srt.layers.rotary_embedding import base
+
+    bag = types.SimpleNamespace(deterministic=types.SimpleNamespace(rl_on_policy_target=None))
+    monkeypatch.setattr(base, "get_exec", lambda: bag)
+    return base.RotaryEmbedding(16, 16, 64, 10000, True, torch.float32)
+
+
+def _rope_reference(positions, x, heads, base=10000.0, dim=16):
+    """Neox-style rotation of ``x`` ``[tokens, heads * dim]`` in float64."""
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    ang = positions.double()[:, None] * inv[None]
+    cos, sin = ang.cos()[:, None], ang.sin()[:, None]
+    x = x.double().view(len(positions), heads, dim)
+    a, b = x[..., : dim // 2], x[..., dim // 2:]
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), -1).reshape(len(positions), heads * dim)
+
+
+def test_float32_rope_takes_the_native_path(monkeypatch):
+    r = _rope(monkeypatch)
+    g = torch.Generator().manual_seed(3)
+    pos = torch.tensor([0, 3, 7, 63])
+    q, k = torch.randn(4, 2 * 16, generator=g), torch.randn(4, 16, generator=g)
+    q2, k2 = fp32_norms.rope_forward_cuda(_never, r, pos, q.clone(), k.clone())
+    assert q2.dtype == k2.dtype == torch.float32 and not (q2.isnan().any() or k2.isnan().any())
+    torch.testing.assert_close(q2.double(), _rope_reference(pos, q, 2), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k2.double(), _rope_reference(pos, k, 1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["bf16", "fused_kv_write"])
+def test_rope_runs_the_original_otherwise(case, monkeypatch):
+    r = _rope(monkeypatch)
+    pos = torch.tensor([1, 2])
+    dtype = torch.bfloat16 if case == "bf16" else torch.float32
+    q, k = torch.randn(2, 16).to(dtype), torch.randn(2, 16).to(dtype)
+    fused = object() if case == "fused_kv_write" else None
+    seen = []
+
+    def original(self, positions, query, key, offsets=None, fused_set_kv_buffer_arg=None):
+        seen.append((self, query.dtype, fused_set_kv_buffer_arg))
+        return "kernel"
+
+    assert fp32_norms.rope_forward_cuda(original, r, pos, q, k, None, fused) == "kernel"
+    assert seen == [(r, dtype, fused)]
+
+
 @pytest.mark.parametrize("value", ["1", None])
 def test_the_plugin_installs_it_only_when_asked(value):
     code = (
         "from sglang.srt.plugins.hook_registry import HookRegistry\n"
         "from sglang_ddtree.testing import plugin, fp32_norms\n"
         "plugin.register()\n"
-        "hooks = HookRegistry._hooks.get(fp32_norms.TARGET, [])\n"
-        "print(sum(h is fp32_norms.forward_cuda for _, h, _ in hooks))\n"
+        "print(sum(any(h is hook for _, h, _ in HookRegistry._hooks.get(t, [])) for t, hook in fp32_norms.hooks()))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_DDTREE_TEST_")}
     if value is not None:
         env["SGLANG_DDTREE_TEST_FP32_NORMS"] = value
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip().splitlines()[-1] == ("1" if value else "0")
+    assert r.stdout.strip().splitlines()[-1] == (str(len(fp32_norms.TARGETS)) if value else "0")

@@ -1,22 +1,45 @@
-"""Test-only: GemmaRMSNorm serves float32 inputs on CUDA through sglang's own native path.
+"""Test-only: sglang's norms and rotary embedding serve float32 inputs on CUDA through their own
+native paths.
 
-sglang 0.5.17's ``GemmaRMSNorm.forward_cuda`` calls ``sgl_kernel``'s ``gemma_rmsnorm`` /
-``gemma_fused_add_rmsnorm``, which have bf16 / fp16 kernels only, so a float32 Qwen3.5 or
-Qwen3-Next model cannot start on CUDA (with or without speculation). With
-``SGLANG_DDTREE_TEST_FP32_NORMS`` set, the test plugin wraps ``forward_cuda``: a float32 ``x``
-goes to ``forward_native`` (the same formula in torch, float32 throughout); any other dtype runs
-the original kernel. Used by the GPU soak and divergence checks of the tiny hybrid in float32.
+sglang 0.5.17's CUDA forwards of ``RMSNorm`` and ``GemmaRMSNorm`` call ``sgl_kernel``'s
+``rmsnorm`` / ``fused_add_rmsnorm`` / ``gemma_rmsnorm`` / ``gemma_fused_add_rmsnorm``, whose
+kernels (flashinfer's, and sgl_kernel's own fallback) take bf16 / fp16 only, and
+``RotaryEmbedding``'s calls a rope kernel of the same family: a float32 tiny model (the hybrid
+target's GemmaRMSNorm, the DFlash drafter's RMSNorm and rope) cannot start on CUDA, with or
+without speculation. With ``SGLANG_DDTREE_TEST_FP32_NORMS`` set, the test plugin wraps each
+``forward_cuda`` of :data:`TARGETS`: a float32 input goes to the class's ``forward_native`` (the
+same formula in torch, float32 throughout); any other dtype, and a rope call that asks for the
+fused KV-cache write (``fused_set_kv_buffer_arg``, which the native path refuses), runs the
+original kernel. Used by the GPU soak and divergence checks of the tiny hybrid in float32.
 """
 
 from __future__ import annotations
 
 import torch
 
-TARGET = "sglang.srt.layers.layernorm.GemmaRMSNorm.forward_cuda"
+NORMS = ("sglang.srt.layers.layernorm.RMSNorm.forward_cuda",
+         "sglang.srt.layers.layernorm.GemmaRMSNorm.forward_cuda")
+ROPE = "sglang.srt.layers.rotary_embedding.base.RotaryEmbedding.forward_cuda"
+TARGETS = NORMS + (ROPE,)
+TARGET = NORMS[1]
 
 
 def forward_cuda(original, self, x, residual=None, post_residual_addition=None):
-    """AROUND hook for :data:`TARGET`: ``forward_native`` where ``x`` is float32, else ``original``."""
+    """AROUND hook for :data:`NORMS`: ``forward_native`` where ``x`` is float32, else ``original``."""
     if x.dtype == torch.float32:
         return self.forward_native(x, residual, post_residual_addition)
     return original(self, x, residual, post_residual_addition)
+
+
+def rope_forward_cuda(original, self, positions, query, key, offsets=None, fused_set_kv_buffer_arg=None):
+    """AROUND hook for :data:`ROPE`: ``forward_native`` where ``query`` is float32 and no fused KV
+    write is asked for, else ``original``. Returns ``(query, key)`` rotated, ``[tokens, heads *
+    head_size]`` each, as the original does."""
+    if query.dtype == torch.float32 and fused_set_kv_buffer_arg is None:
+        return self.forward_native(positions, query, key, offsets)
+    return original(self, positions, query, key, offsets, fused_set_kv_buffer_arg)
+
+
+def hooks() -> list:
+    """``(target, AROUND hook)`` for every entry of :data:`TARGETS`."""
+    return [(t, forward_cuda) for t in NORMS] + [(ROPE, rope_forward_cuda)]

@@ -17,8 +17,8 @@ every process the plugin loads in.
   (``extra_buffer_arch.py``);
 - ``SGLANG_DDTREE_TEST_POOL_COUNTS``: ``/server_info`` reports the scheduler's allocator counts
   (``pool_counts.py``);
-- ``SGLANG_DDTREE_TEST_FP32_NORMS``: GemmaRMSNorm's CUDA forward takes float32 inputs through
-  sglang's native path (``fp32_norms.py``);
+- ``SGLANG_DDTREE_TEST_FP32_NORMS``: the CUDA forwards of RMSNorm, GemmaRMSNorm and
+  RotaryEmbedding take float32 inputs through sglang's native paths (``fp32_norms.py``);
 - ``SGLANG_DDTREE_TEST_FORK_CHILDREN``: CPU test engines fork their children (``fork_children.py``).
   A forked child inherits this process's registration, so with it the oracle drafter, the pool
   counts and the no-mask control are installed whether or not their variable is set, and each
@@ -108,8 +108,10 @@ def register() -> None:
     if TEST_FP32_NORMS.get():
         from . import fp32_norms
 
-        HookRegistry.register(fp32_norms.TARGET, fp32_norms.forward_cuda, HookType.AROUND)
-        logger.warning("sglang-ddtree TEST: GemmaRMSNorm runs float32 inputs through its native path on CUDA")
+        for target, hook in fp32_norms.hooks():
+            HookRegistry.register(target, hook, HookType.AROUND)
+        logger.warning("sglang-ddtree TEST: RMSNorm, GemmaRMSNorm and RotaryEmbedding run float32 inputs through "
+                       "their native paths on CUDA")
     if TEST_POOL_COUNTS.get() or fork:
         HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
                               HookType.AFTER)
