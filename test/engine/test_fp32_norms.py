@@ -41,9 +41,11 @@ def test_the_targets_resolve_on_the_installed_release(target):
     assert callable(getattr(pkgutil.resolve_name(obj_path), attr))
 
 
-def test_hooks_cover_every_target_once():
-    assert sorted(t for t, _ in fp32_norms.hooks()) == sorted(fp32_norms.TARGETS)
-    assert dict(fp32_norms.hooks())[fp32_norms.ROPE] is fp32_norms.rope_forward_cuda
+def test_each_target_gets_its_hook_once():
+    hooks = dict(fp32_norms.HOOKS)
+    assert len(hooks) == len(fp32_norms.HOOKS) == 3
+    assert all(hooks[t] is fp32_norms.forward_cuda for t in fp32_norms.NORMS)
+    assert hooks[fp32_norms.ROPE] is fp32_norms.rope_forward_cuda
 
 
 @pytest.mark.parametrize("gemma", [True, False])
@@ -131,7 +133,7 @@ def test_the_plugin_installs_it_only_when_asked(value):
         "from sglang.srt.plugins.hook_registry import HookRegistry\n"
         "from sglang_ddtree.testing import plugin, fp32_norms\n"
         "plugin.register()\n"
-        "print(sum(any(h is hook for _, h, _ in HookRegistry._hooks.get(t, [])) for t, hook in fp32_norms.hooks()))\n"
+        "print(sum(any(h is hook for _, h, _ in HookRegistry._hooks.get(t, [])) for t, hook in fp32_norms.HOOKS))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_DDTREE_TEST_")}
     if value is not None:

@@ -7,7 +7,7 @@ kernels (flashinfer's, and sgl_kernel's own fallback) take bf16 / fp16 only, and
 ``RotaryEmbedding``'s calls a rope kernel of the same family: a float32 tiny model (the hybrid
 target's GemmaRMSNorm, the DFlash drafter's RMSNorm and rope) cannot start on CUDA, with or
 without speculation. With ``SGLANG_DDTREE_TEST_FP32_NORMS`` set, the test plugin wraps each
-``forward_cuda`` of :data:`TARGETS`: a float32 input goes to the class's ``forward_native`` (the
+``forward_cuda`` of :data:`HOOKS`: a float32 input goes to the class's ``forward_native`` (the
 same formula in torch, float32 throughout); any other dtype, and a rope call that asks for the
 fused KV-cache write (``fused_set_kv_buffer_arg``, which the native path refuses), runs the
 original kernel. Used by the GPU soak and divergence checks of the tiny hybrid in float32.
@@ -20,8 +20,6 @@ import torch
 NORMS = ("sglang.srt.layers.layernorm.RMSNorm.forward_cuda",
          "sglang.srt.layers.layernorm.GemmaRMSNorm.forward_cuda")
 ROPE = "sglang.srt.layers.rotary_embedding.base.RotaryEmbedding.forward_cuda"
-TARGETS = NORMS + (ROPE,)
-TARGET = NORMS[1]
 
 
 def forward_cuda(original, self, x, residual=None, post_residual_addition=None):
@@ -40,6 +38,6 @@ def rope_forward_cuda(original, self, positions, query, key, offsets=None, fused
     return original(self, positions, query, key, offsets, fused_set_kv_buffer_arg)
 
 
-def hooks() -> list:
-    """``(target, AROUND hook)`` for every entry of :data:`TARGETS`."""
-    return [(t, forward_cuda) for t in NORMS] + [(ROPE, rope_forward_cuda)]
+# (target, AROUND hook) pairs the test plugin registers.
+HOOKS = tuple((t, forward_cuda) for t in NORMS) + ((ROPE, rope_forward_cuda),)
+TARGETS = tuple(t for t, _ in HOOKS)

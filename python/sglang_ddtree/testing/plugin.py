@@ -108,7 +108,7 @@ def register() -> None:
     if TEST_FP32_NORMS.get():
         from . import fp32_norms
 
-        for target, hook in fp32_norms.hooks():
+        for target, hook in fp32_norms.HOOKS:
             HookRegistry.register(target, hook, HookType.AROUND)
         logger.warning("sglang-ddtree TEST: RMSNorm, GemmaRMSNorm and RotaryEmbedding run float32 inputs through "
                        "their native paths on CUDA")
