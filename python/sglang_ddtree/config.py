@@ -83,6 +83,10 @@ WY_CHECK = _declare(
     "SGLANG_DDTREE_WY_CHECK", "developer", "bool", False,
     "Every tree GatedDeltaNet verify also runs sglang's per-node verify on the same inputs and logs "
     "the largest output and committed-state differences (needs --speculative-ddtree-eager-verify).")
+GDN_COPIES = _declare(
+    "SGLANG_DDTREE_GDN_COPIES", "developer", "bool", False,
+    "A wy verify's GatedDeltaNet layers take sglang's projection copies and gated norm instead of reading "
+    "the projections in place (compat/gdn_views.py off): the other side of that path's A/B measurement.")
 VERBOSE_BUILD = _declare(
     "SGLANG_DDTREE_VERBOSE_BUILD", "developer", "bool", False,
     "Print the compiler commands of the CUDA tree-kernel JIT build.")

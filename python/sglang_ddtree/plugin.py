@@ -37,6 +37,7 @@ def register() -> None:
     from .compat import (
         conv_windows,
         dflash,
+        gdn_views,
         graph_guard,
         graph_init,
         input_checks,
@@ -71,7 +72,9 @@ def register() -> None:
     metrics_hooks.register_metrics_hooks()
     spec_finish.register_spec_finish_hook()
     tree_attention.register_tree_attention_hook()
-    if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1":  # sglang's own variable
+    if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") != "1":  # sglang's own variable
+        gdn_views.register_gdn_views_hook()  # (sglang's Qwen3.5 module does not import on the CPU engine)
+    else:
         from .compat.cpu import register_cpu_hooks
         from .compat.cpu_paged import register_cpu_paged_hooks
 

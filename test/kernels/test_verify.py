@@ -12,7 +12,7 @@ from gdn_cases import (
     DEV, HAS_CUDA, explicit, from_builder, gdn_inputs, interpreter_test, kernels_here, reference, rel, trees,
 )
 from sglang_ddtree.kernels.gdn_tree import VerifyOptions, naive, tree_gdn_commit, tree_gdn_verify
-from sglang_ddtree.kernels.gdn_tree.verify import _squarings
+from sglang_ddtree.kernels.gdn_tree.verify import _squarings, gate_rows
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -55,10 +55,13 @@ def test_tree_gdn_verify_and_commit_match_path_reference(dtype, tol, n, precisio
     _verify_and_commit_case(dtype, tol, n, precision, impl)
 
 
-def _verify_and_commit_case(dtype, tol, n, precision, impl, K=32, V=32, gate_shift=0.0, state_tol=None, **options):
+def _verify_and_commit_case(dtype, tol, n, precision, impl, K=32, V=32, gate_shift=0.0, state_tol=None,
+                            strided_gates=False, **options):
     """Verify a batch of different trees and commit a different path per request, against the
     float64 path references. ``gate_shift`` is added to the raw gate input ``a``; the committed
-    states are held to ``state_tol`` (default ``tol``); ``options``: more ``VerifyOptions``."""
+    states are held to ``state_tol`` (default ``tol``); ``strided_gates``: ``a`` and ``b`` reach the
+    kernels as column views of one ``[T, 2 * HV + 3]`` tensor (sglang's b | a projection, padded
+    so the row stride is no multiple of HV); ``options``: more ``VerifyOptions``."""
     H, HV = 2, 4
     batch = trees(n)
     bs = len(batch)  # a batch of different trees
@@ -71,6 +74,11 @@ def _verify_and_commit_case(dtype, tol, n, precision, impl, K=32, V=32, gate_shi
     ref_o, ref_states = reference(q, k, v, a, b, A_log, dt_bias, parents, state[slots], scale)
 
     dev_args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
+    if strided_gates:
+        ba = torch.full((a.shape[0], 2 * HV + 3), float("nan"), dtype=a.dtype, device=DEV)
+        ba[:, 1: HV + 1], ba[:, HV + 2: 2 * HV + 2] = dev_args[4], dev_args[3]
+        dev_args[3], dev_args[4] = ba[:, HV + 2: 2 * HV + 2], ba[:, 1: HV + 1]
+        assert not dev_args[3].is_contiguous() and dev_args[3].stride(0) == 2 * HV + 3
     st = state.clone().to(DEV)
     o, u, G = tree_gdn_verify(*dev_args, st, slots.to(DEV), scale=scale,
                               options=VerifyOptions(precision=precision, **_impl(impl), **options))
@@ -101,6 +109,25 @@ def _verify_and_commit_case(dtype, tol, n, precision, impl, K=32, V=32, gate_shi
         assert rel(st[slots[r]], want) < (tol if state_tol is None else state_tol), (r, node, rel(st[slots[r]], want))
     untouched = [i for i in range(state.shape[0]) if i not in slots.tolist()]
     assert torch.equal(st[untouched], state[untouched])
+
+
+@pytest.mark.parametrize("impl", ["fused", "split", "twostage", "twostage+pairs"])
+@kernels_here
+def test_gates_read_in_place_through_their_row_stride(impl):
+    """a and b as column views of one wider tensor (NaN around them): the same results as
+    contiguous gates, and the views reach the kernels uncopied."""
+    _verify_and_commit_case(torch.bfloat16, 1e-2, 23, "ieee", impl, strided_gates=True)
+
+
+def test_gate_rows_keeps_views_of_one_row_stride():
+    ba = torch.randn(5, 8)
+    b, a = ba[:, :4], ba[:, 4:]
+    a2, b2, s = gate_rows(a, b)
+    assert (a2.data_ptr(), b2.data_ptr(), s) == (a.data_ptr(), b.data_ptr(), 8)
+    a3, b3, s3 = gate_rows(a, b.contiguous())  # row strides differ: both copied
+    assert a3.is_contiguous() and b3.is_contiguous() and s3 == 4 and torch.equal(a3, a)
+    a4, b4, s4 = gate_rows(ba[:, ::2], ba[:, 1::2])  # columns strided: copied
+    assert a4.is_contiguous() and s4 == 4 and torch.equal(b4, ba[:, 1::2])
 
 
 @pytest.mark.parametrize("impl,n", _impl_cases([16, 40]) if HAS_CUDA else [("fused", 40), ("twostage", 40), ("twostage+pairs", 40)])

@@ -8,7 +8,8 @@ TARGET_VERIFY (``bs`` requests of ``N`` verify positions, tokens request-major, 
 
     q, k       [T, H, K]        raw; L2-normalised here (eps 1e-6, as sglang)
     v          [T, HV, V]       HV a multiple of H (value head h reads key head h // (HV // H))
-    a, b       [T, HV]          raw gate inputs: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b)
+    a, b       [T, HV]          raw gate inputs: g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b);
+                                any row stride shared by both, columns contiguous (else copied)
     A_log, dt_bias [HV]
     anc        [bs, N, N]       bool/uint8 ancestor mask, self included
     state      [slots, HV, V, K] fp32 recurrent state pool (sglang's transposed layout); only read
@@ -148,15 +149,15 @@ def _tree_qk_kernel(
 
 
 @triton.jit
-def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, HV: tl.constexpr, BT: tl.constexpr):
+def _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, n_chunks, rows, m_r, o_t, N, s_ab, BT: tl.constexpr):
     """Path decay ``G[t]`` = sum of g over t's ancestors (self included) for the chunk's rows,
     reading chunks ``0 .. n_chunks - 1`` (ancestors precede, so any bound past the row's own
-    chunk is exact)."""
+    chunk is exact). ``s_ab``: the row stride of ``a`` (and ``b``)."""
     G_i = tl.zeros([BT], dtype=tl.float32)
     for j in range(n_chunks):
         cols = j * BT + o_t
         m_c = cols < N
-        a_j = tl.load(a + (tok0 + cols) * HV + i_hv, mask=m_c, other=0.0).to(tl.float32)
+        a_j = tl.load(a + (tok0 + cols) * s_ab + i_hv, mask=m_c, other=0.0).to(tl.float32)
         g_j = tl.where(m_c, a_neg * softplus(a_j + dtb), 0.0)
         anc_ij = tl.load(anc_b + rows[:, None] * N + cols[None, :], mask=m_r[:, None] & m_c[None, :], other=0) != 0
         G_i += tl.sum(tl.where(anc_ij, g_j[None, :], 0.0), 1)
@@ -207,9 +208,9 @@ def _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scal
 
 
 @triton.jit
-def _chunk_beta(b, tok0, i_hv, rows, m_r, HV: tl.constexpr):
+def _chunk_beta(b, tok0, i_hv, rows, m_r, s_ab):
     """``beta = sigmoid(b)`` of a chunk's rows ([BT], 0 on rows past the tree)."""
-    b_i = tl.load(b + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0).to(tl.float32)
+    b_i = tl.load(b + (tok0 + rows) * s_ab + i_hv, mask=m_r, other=0.0).to(tl.float32)
     return tl.where(m_r, 1.0 / (1.0 + tl.exp(-b_i)), 0.0)
 
 
@@ -237,10 +238,10 @@ def _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP):
 
 
 @triton.jit
-def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV: tl.constexpr, V: tl.constexpr):
+def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV: tl.constexpr, V: tl.constexpr):
     """A chunk's ``beta``, right-hand side ``beta (v - exp(G) kS)`` and output start
     ``exp(G) qS`` ([BT], [BT, BV], [BT, BV]) from its state products."""
-    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
+    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, s_ab)
     eG_i = tl.exp(G_i)
     v_i = tl.load(v + ((tok0 + rows[:, None]) * HV + i_hv) * V + o_v[None, :],
                   mask=m_r[:, None] & m_v[None, :], other=0.0).to(tl.float32)
@@ -291,7 +292,7 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
 def _tree_gdn_fwd_kernel(
     q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, kk_buf, qk_buf,
     o, u_buf, g_buf,
-    N, NP, scale,
+    N, NP, scale, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
     BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr,
@@ -311,10 +312,10 @@ def _tree_gdn_fwd_kernel(
     for i in range(NT):
         rows = i * BT + o_t
         m_r = rows < N
-        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, HV, BT)
+        G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, i + 1, rows, m_r, o_t, N, s_ab, BT)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                        H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
-        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV, V)
         _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         # Later chunks of this program read u (and G) back through global memory.
@@ -324,7 +325,7 @@ def _tree_gdn_fwd_kernel(
 @triton.jit
 def _tree_state_products_kernel(
     q, k, a, A_log, dt_bias, anc, state, state_idx, ks_buf, qs_buf, g_buf,
-    N, scale,
+    N, scale, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, BKC: tl.constexpr,
     PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr,
@@ -347,14 +348,15 @@ def _tree_state_products_kernel(
         a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         dtb = tl.load(dt_bias + i_hv).to(tl.float32)
         # All chunks: the bound must not depend on program_id (the interpreter needs a number).
-        G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, NT, rows, m_r, o_t, N, HV, BT)
+        G_i = _chunk_decay(a, anc + i_b.to(tl.int64) * N * N, a_neg, dtb, tok0, i_hv, NT, rows, m_r, o_t, N, s_ab,
+                            BT)
         tl.store(g_buf + (tok0 + rows) * HV + i_hv, G_i, mask=m_r)
 
 
 @triton.jit
 def _tree_gdn_solve_kernel(
     b, v, state_idx, ks_buf, qs_buf, kk_buf, qk_buf, o, u_buf, g_buf,
-    N, NP,
+    N, NP, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr, PREC: tl.constexpr,
 ):
@@ -372,7 +374,7 @@ def _tree_gdn_solve_kernel(
         kS = tl.load(ks_buf + off, mask=m_o, other=0.0)
         qS = tl.load(qs_buf + off, mask=m_o, other=0.0)
         G_i = tl.load(g_buf + (tok0 + rows) * HV + i_hv, mask=m_r, other=0.0)
-        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+        beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV, V)
         _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                      m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
         tl.debug_barrier()
@@ -478,7 +480,7 @@ def _unit_lower_inverse(A, eye, NSQ: tl.constexpr, PREC: tl.constexpr):
 @triton.jit
 def _tree_twostage_prep_kernel(
     q, k, a, b, A_log, dt_bias, anc, kk_buf, qk_buf, g_buf, t_buf, qc_buf, c_buf,
-    N, NP, scale,
+    N, NP, scale, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NSQ: tl.constexpr,
     PREC: tl.constexpr, RAW16: tl.constexpr, PAIRS: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -517,10 +519,10 @@ def _tree_twostage_prep_kernel(
         qk_00 = tl.load(qk_buf + pair0)
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
     dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-    G_r = a_neg * softplus(tl.load(a + tok0 * HV + i_hv).to(tl.float32) + dtb)
+    G_r = a_neg * softplus(tl.load(a + tok0 * s_ab + i_hv).to(tl.float32) + dtb)
     # Two column chunks of BT cover every ancestor (columns 0 .. BT).
-    G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, HV, BT)
-    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, HV)
+    G_i = _chunk_decay(a, anc_b, a_neg, dtb, tok0, i_hv, 2, rows, m_r, o_t, N, s_ab, BT)
+    beta_i = _chunk_beta(b, tok0, i_hv, rows, m_r, s_ab)
     if PAIRS:
         A, Qc = _pairs_to_AQ(kk, qk, m_r, o_t, G_i, beta_i)
     else:
@@ -543,7 +545,7 @@ def _tree_twostage_prep_kernel(
 @triton.jit
 def _tree_twostage_apply_kernel(
     q, k, v, b, state, state_idx, g_buf, t_buf, qc_buf, c_buf, o, u_buf,
-    N, scale,
+    N, scale, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, BKC: tl.constexpr, PREC: tl.constexpr,
     RAW16: tl.constexpr, PDL: tl.constexpr, PARTS: tl.constexpr,
@@ -570,7 +572,7 @@ def _tree_twostage_apply_kernel(
         tl.extra.cuda.gdc_wait()  # the prep's outputs are read from here on
     kS_r, qS_r = _root_state_products(p_k, p_q, state, slot, i_hv, o_v, m_v, scale, HV, K, V, BK, BV, BKC)
     G_r = tl.load(g_buf + tok0 * HV + i_hv)
-    beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * HV + i_hv).to(tl.float32)))
+    beta_r = 1.0 / (1.0 + tl.exp(-tl.load(b + tok0 * s_ab + i_hv).to(tl.float32)))
     v_r = tl.load(v + (tok0 * HV + i_hv) * V + o_v, mask=m_v, other=0.0).to(tl.float32)
     u_r = beta_r * (v_r - tl.exp(G_r) * kS_r)
     o_r = tl.exp(G_r) * qS_r + tl.load(c0 + 2 * BT) * u_r
@@ -583,7 +585,7 @@ def _tree_twostage_apply_kernel(
     if not PDL:  # (after the root: the plain launch's order, which spills least)
         kS, qS = _chunk_state_products(p_k, p_q, state, slot, i_hv, rows, m_r, o_v, m_v, scale,
                                        H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
-    beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, HV, V)
+    beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV, V)
     tc = tl.load(c0 + o_t)
     pc = tl.load(c0 + BT + o_t)
     u = dotf(tl.load(t_buf + mat), rhs, PREC) - tc[:, None] * u_r[None, :]
@@ -598,6 +600,16 @@ def _check_pdl(dev) -> None:
     why = pdl_unavailable(dev)
     if why is not None:
         raise ValueError(f"tree_gdn_verify: VerifyOptions(pdl=True) {why}")
+
+
+def gate_rows(a: torch.Tensor, b: torch.Tensor):
+    """``(a, b, s_ab)``: the gate inputs ``[T, HV]`` as given where both have unit column stride
+    and one row stride ``s_ab`` (e.g. column views of sglang's ``[T, 2 * HV]`` b | a projection),
+    else contiguous copies (``s_ab = HV``)."""
+    if a.stride(-1) == 1 and b.stride(-1) == 1 and a.stride(0) == b.stride(0):
+        return a, b, int(a.stride(0))
+    a, b = a.contiguous(), b.contiguous()
+    return a, b, int(a.shape[1])
 
 
 def _out_buffer(buf, shape, dev, name):
@@ -663,6 +675,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
     BV = min(max(16, triton.next_power_of_2(V)), block_v or 64)
     NT = triton.cdiv(N, block_t)
     q, k, anc = q.contiguous(), k.contiguous(), anc.to(torch.uint8).contiguous()
+    a, b, s_ab = gate_rows(a, b)
     pairs_in_prep = opt.pairs_in_prep
     if pairs_in_prep is None:
         pairs_in_prep = prep_forms_pairs(impl, N)
@@ -698,14 +711,14 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
             max_registers = register_limit(impl, N, bs, HV, V, BV, dev)
         limit = {"maxnreg": int(max_registers)} if max_registers else {}
         _tree_twostage_prep_kernel[(bs * HV,)](
-            q, k, a.contiguous(), b.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
-            qc_buf, c_buf, N, N, float(scale), H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
+            q, k, a, b, A_log.contiguous(), dt_bias.contiguous(), anc, kk, qk, G, t_buf,
+            qc_buf, c_buf, N, N, float(scale), s_ab, H=H, HV=HV, K=K, BT=bt, BK=BK, NSQ=_squarings(bt, max_depth),
             PREC=prec, RAW16=raw16, PAIRS=pairs_in_prep, PDL=pdl, num_warps=opt.prep_warps or num_warps or 4,
             **limit,
         )
         _tree_twostage_apply_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), b.contiguous(), state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
-            c_buf, o, u, N, float(scale), H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
+            q, k, v.contiguous(), b, state, state_idx.to(torch.int32).contiguous(), G, t_buf, qc_buf,
+            c_buf, o, u, N, float(scale), s_ab, H=H, HV=HV, K=K, V=V, BT=bt, BK=BK, BV=BV, BKC=min(BK, 32),
             PREC=prec, RAW16=raw16, PDL=pdl, PARTS=state_parts, num_warps=num_warps or 4, launch_pdl=pdl,
             **limit,
         )
@@ -713,9 +726,9 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
     common = dict(H=H, HV=HV, K=K, V=V, BT=block_t, BK=BK, BV=BV, PREC=prec, num_warps=num_warps or 4)
     if impl == "fused":
         _tree_gdn_fwd_kernel[(triton.cdiv(V, BV), bs * HV)](
-            q, k, v.contiguous(), a.contiguous(), b.contiguous(),
+            q, k, v.contiguous(), a, b,
             A_log.contiguous(), dt_bias.contiguous(), anc, state,
-            state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale),
+            state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale), s_ab,
             NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
         )
     else:  # "split"
@@ -723,11 +736,11 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
         qs = torch.empty_like(u)
         sidx = state_idx.to(torch.int32).contiguous()
         _tree_state_products_kernel[(triton.cdiv(V, BV), bs * HV, NT)](
-            q, k, a.contiguous(), A_log.contiguous(), dt_bias.contiguous(), anc, state, sidx, ks, qs, G,
-            N, float(scale), NT=NT, BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
+            q, k, a, A_log.contiguous(), dt_bias.contiguous(), anc, state, sidx, ks, qs, G,
+            N, float(scale), s_ab, NT=NT, BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
         )
         _tree_gdn_solve_kernel[(triton.cdiv(V, BV), bs * HV)](
-            b.contiguous(), v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N,
+            b, v.contiguous(), sidx, ks, qs, kk, qk, o, u, G, N, N, s_ab,
             NT=NT, NSQ=_squarings(block_t, path), **common,
         )
     return o, u, G
