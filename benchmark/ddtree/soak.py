@@ -130,9 +130,15 @@ def dtype_env(model: str, device: str, dtype: str) -> dict:
     """Environment both servers of ``model`` need to serve ``dtype`` on ``device``: sglang 0.5.17's
     norms (``RMSNorm``, ``GemmaRMSNorm``) and rope call ``sgl_kernel`` kernels that have no float32
     CUDA version (a server without speculation fails to start the same way), so float32 on CUDA
-    runs their native torch paths (the test plugin's ``SGLANG_DDTREE_TEST_FP32_NORMS``)."""
+    runs their native torch paths (the test plugin's ``SGLANG_DDTREE_TEST_FP32_NORMS``). The
+    hybrid's conv state pool is bf16 whatever ``--dtype`` says unless sglang's own
+    ``SGLANG_MAMBA_CONV_DTYPE`` names another, and its prefill conv kernel cannot mix a bf16
+    state with float32 inputs (a Triton compile error in both servers): float32 there too."""
     if device == "cuda" and dtype == "float32":
-        return {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
+        env = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
+        if model == "qwen35":
+            env["SGLANG_MAMBA_CONV_DTYPE"] = "float32"
+        return env
     return {}
 
 

@@ -37,15 +37,45 @@ def _reference(x, w, eps, residual=None, gemma=True):
 
 @pytest.mark.parametrize("target", fp32_norms.TARGETS)
 def test_the_targets_resolve_on_the_installed_release(target):
+    if target == fp32_norms.GDN_PREFILL and os.environ.get("SGLANG_USE_CPU_ENGINE") == "1":
+        pytest.skip("sglang's Triton GatedDeltaNet kernel module imports sgl_kernel's CUDA build: "
+                    "not on the CPU engine (the GPU soak resolves it)")
     obj_path, attr = target.rsplit(".", 1)
     assert callable(getattr(pkgutil.resolve_name(obj_path), attr))
 
 
 def test_each_target_gets_its_hook_once():
     hooks = dict(fp32_norms.HOOKS)
-    assert len(hooks) == len(fp32_norms.HOOKS) == 3
+    assert len(hooks) == len(fp32_norms.HOOKS) == 4
     assert all(hooks[t] is fp32_norms.forward_cuda for t in fp32_norms.NORMS)
     assert hooks[fp32_norms.ROPE] is fp32_norms.rope_forward_cuda
+    assert hooks[fp32_norms.GDN_PREFILL] is fp32_norms.gdn_prefill_extend
+
+
+def test_float32_gdn_prefill_runs_the_chunked_kernel_in_bf16():
+    """sglang's chunked GatedDeltaNet prefill refuses float32: q, k, v and beta reach it in bf16
+    (g as given), its output comes back float32, the rest of its result untouched; keyword
+    arguments (the state pool and indices) pass through."""
+    seen = []
+
+    def original(self, q, k, v, g, beta, **kwargs):
+        seen.append((q, k, v, g, beta, kwargs))
+        return q.double().sum(-1, keepdim=True).expand_as(v).to(q.dtype), "final", "h"
+
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 7, 2, 8, generator=gen) for _ in range(3))
+    g, beta = torch.randn(1, 7, 2, generator=gen), torch.rand(1, 7, 2, generator=gen)
+    o, final, h = fp32_norms.gdn_prefill_extend(original, "kernel", q, k, v, g, beta, ssm_states="pool",
+                                                cache_indices="idx")
+    sq, sk, sv, sg, sb, kw = seen.pop()
+    assert (sq.dtype, sk.dtype, sv.dtype, sb.dtype) == (torch.bfloat16,) * 4 and sg is g
+    assert torch.equal(sq, q.to(torch.bfloat16)) and torch.equal(sb, beta.to(torch.bfloat16))
+    assert kw == {"ssm_states": "pool", "cache_indices": "idx"} and (final, h) == ("final", "h")
+    assert o.dtype == torch.float32 and torch.equal(o, q.to(torch.bfloat16).double().sum(-1, keepdim=True)
+                                                    .expand_as(v).to(torch.bfloat16).float())
+    qb = q.to(torch.bfloat16)
+    assert fp32_norms.gdn_prefill_extend(original, "kernel", qb, qb, qb, g, beta)[1:] == ("final", "h")
+    assert seen.pop()[0] is qb  # other dtypes: the original, untouched
 
 
 @pytest.mark.parametrize("gemma", [True, False])

@@ -10,7 +10,15 @@ without speculation. With ``SGLANG_DDTREE_TEST_FP32_NORMS`` set, the test plugin
 ``forward_cuda`` of :data:`HOOKS`: a float32 input goes to the class's ``forward_native`` (the
 same formula in torch, float32 throughout); any other dtype, and a rope call that asks for the
 fused KV-cache write (``fused_set_kv_buffer_arg``, which the native path refuses), runs the
-original kernel. Used by the GPU soak and divergence checks of the tiny hybrid in float32.
+original kernel.
+
+The hybrid's GatedDeltaNet prefill (``TritonGDNKernel.extend``, sglang's chunked kernel) refuses
+float32 outright ("ChunkGatedDeltaRuleFunction does not support float32"). Under the same switch
+its float32 inputs q, k, v and beta run the chunked kernel in bf16 and its output returns in
+float32 (g stays float32, as on a bf16 server; the recurrent state pool stays float32): both
+servers of a check prefill the same way, and decoding against the tree verify, what a float32
+check sharpens, stays float32. Used by the GPU soak and divergence checks of the tiny hybrid in
+float32.
 """
 
 from __future__ import annotations
@@ -38,6 +46,20 @@ def rope_forward_cuda(original, self, positions, query, key, offsets=None, fused
     return original(self, positions, query, key, offsets, fused_set_kv_buffer_arg)
 
 
+GDN_PREFILL = "sglang.srt.layers.attention.linear.kernels.gdn_triton.TritonGDNKernel.extend"
+
+
+def gdn_prefill_extend(original, self, q, k, v, g, beta, **kwargs):
+    """AROUND hook for :data:`GDN_PREFILL`: float32 ``q, k, v, beta`` through the chunked kernel in
+    bf16, its output ``o`` back in float32; other dtypes go to ``original``. Returns the
+    original's ``(o, final_state, h)``."""
+    if q.dtype != torch.float32:
+        return original(self, q, k, v, g, beta, **kwargs)
+    bf = torch.bfloat16
+    o, *rest = original(self, q.to(bf), k.to(bf), v.to(bf), g, beta.to(bf), **kwargs)
+    return (o.to(torch.float32), *rest)
+
+
 # (target, AROUND hook) pairs the test plugin registers.
-HOOKS = tuple((t, forward_cuda) for t in NORMS) + ((ROPE, rope_forward_cuda),)
+HOOKS = tuple((t, forward_cuda) for t in NORMS) + ((ROPE, rope_forward_cuda), (GDN_PREFILL, gdn_prefill_extend))
 TARGETS = tuple(t for t, _ in HOOKS)

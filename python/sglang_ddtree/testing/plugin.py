@@ -18,7 +18,8 @@ every process the plugin loads in.
 - ``SGLANG_DDTREE_TEST_POOL_COUNTS``: ``/server_info`` reports the scheduler's allocator counts
   (``pool_counts.py``);
 - ``SGLANG_DDTREE_TEST_FP32_NORMS``: the CUDA forwards of RMSNorm, GemmaRMSNorm and
-  RotaryEmbedding take float32 inputs through sglang's native paths (``fp32_norms.py``);
+  RotaryEmbedding take float32 inputs through sglang's native paths, the GatedDeltaNet chunked
+  prefill through its kernel in bf16 (``fp32_norms.py``);
 - ``SGLANG_DDTREE_TEST_FORK_CHILDREN``: CPU test engines fork their children (``fork_children.py``).
   A forked child inherits this process's registration, so with it the oracle drafter, the pool
   counts and the no-mask control are installed whether or not their variable is set, and each
