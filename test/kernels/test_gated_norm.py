@@ -47,6 +47,15 @@ def test_gated_rmsnorm_matches_float64_reference(M, G, D, dtype, tol, activation
 
 
 @kernels_here
+@pytest.mark.parametrize("block_heads", [1, 2, 8])
+def test_every_head_block_gives_the_same_rows(block_heads):
+    x, z, w = _inputs(5, 6, 32, torch.float32, seed=block_heads)
+    assert torch.equal(gated_rmsnorm(x, z, w, 1e-6, block_heads=block_heads), gated_rmsnorm(x, z, w, 1e-6))
+    with pytest.raises(ValueError, match="power of two"):
+        gated_rmsnorm(x, z, w, 1e-6, block_heads=3)
+
+
+@kernels_here
 def test_silu_is_swish_and_empty_input():
     x, z, w = _inputs(4, 3, 16, torch.float32, seed=3)
     assert torch.equal(gated_rmsnorm(x, z, w, 1e-6, "silu"), gated_rmsnorm(x, z, w, 1e-6, "swish"))

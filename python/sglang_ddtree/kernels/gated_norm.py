@@ -17,6 +17,8 @@ outside this contract and for another activation.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
@@ -56,15 +58,18 @@ def _check(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, activation: s
 
 
 def gated_rmsnorm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float,
-                  activation: str = "swish") -> torch.Tensor:
-    """See the module docstring: ``[M, G * D]`` in x's dtype."""
+                  activation: str = "swish", block_heads: Optional[int] = None) -> torch.Tensor:
+    """See the module docstring: ``[M, G * D]`` in x's dtype. ``block_heads``: heads per program
+    (a power of two; default as many as fit 4096 elements)."""
     _check(x, z, weight, activation)
     M, G, D = x.shape
     y = torch.empty(M, G * D, dtype=x.dtype, device=x.device)
     if M == 0:
         return y
     BD = triton.next_power_of_2(D)
-    BG = max(1, min(triton.next_power_of_2(G), 4096 // BD))
+    BG = block_heads or max(1, min(triton.next_power_of_2(G), 4096 // BD))
+    if BG & (BG - 1):
+        raise ValueError(f"gated_rmsnorm: block_heads must be a power of two, got {BG}")
     _gated_rmsnorm_kernel[(M, triton.cdiv(G, BG))](
         x, z, weight.contiguous(), y, G, x.stride(0), x.stride(1), z.stride(0), z.stride(1), float(eps),
         D=D, BG=BG, BD=BD, SIGMOID_ONLY=activation == "sigmoid", num_warps=4)
