@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,28 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_ddtree.kernels.gated_norm import gated_rmsnorm  # noqa: E402
+from sglang_ddtree.testing.cuda_graph import replay_us  # noqa: E402
 
 HV, V, KEY, QKV = 48, 128, 16 * 128, 2 * 16 * 128 + 48 * 128  # heads, head dim, q|k width, q|k|v width
-
-
-def graph_us(fn, layers: int, reps: int) -> float:
-    """Median microseconds per call of ``fn`` over ``reps`` replays of a graph of ``layers`` calls."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(layers):
-            fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / layers)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -72,14 +52,14 @@ def main() -> int:
             return norm(core.reshape(-1, V), z.reshape(-1, V))  # z.reshape copies: rows 2 KEY + 2 HV V apart
 
         want = sglang_path().reshape(T, HV * V)
-        row = dict(requests=bs, tokens=T, sglang_us=round(graph_us(sglang_path, a.layers, a.reps), 2))
+        row = dict(requests=bs, tokens=T, sglang_us=round(replay_us(sglang_path, a.layers, a.reps), 2))
         for bh in a.block_heads:
             def ours(bh=bh):
                 return gated_rmsnorm(core, z, norm.weight, 1e-6, block_heads=bh or None)
 
             got = ours()
             key = f"ours_bh{bh}" if bh else "ours_default"
-            row[key + "_us"] = round(graph_us(ours, a.layers, a.reps), 2)
+            row[key + "_us"] = round(replay_us(ours, a.layers, a.reps), 2)
             row[key + "_maxdiff"] = float((got.float() - want.float()).abs().max())
             assert not torch.isnan(got).any()
         print("[gated_norm]", json.dumps(row), flush=True)

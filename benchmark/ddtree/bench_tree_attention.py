@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -81,28 +80,6 @@ def run_split(t, o, n, min_blocks=None, pack=None):
                        sliding_window=DRAFT_WINDOW if t["drafter"] else -1)
 
 
-def graph_us(fn, t, o, n, layers, reps):
-    fn(t, o, n)  # compile
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        fn(t, o, n)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(layers):
-            fn(t, o, n)
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / layers)
-    return statistics.median(times)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 4, 16, 64])
@@ -118,6 +95,7 @@ def main() -> int:
     a = ap.parse_args()
     import functools
     from sglang_ddtree.kernels.tree_attention import tree_attention_reference
+    from sglang_ddtree.testing.cuda_graph import replay_us
 
     rows = []
     for n in a.window:
@@ -128,11 +106,12 @@ def main() -> int:
                 t = inputs(bs, n, ctx, drafter=a.drafter)
                 o_up, o_sp = torch.empty_like(t["q"]), torch.empty_like(t["q"])
                 row = dict(bs=bs, window=n, ctx=ctx, drafter=a.drafter,
-                           upstream_us=round(graph_us(run_upstream, t, o_up, n, a.layers, a.reps), 2))
+                           upstream_us=round(replay_us(functools.partial(run_upstream, t, o_up, n), a.layers,
+                                                       a.reps), 2))
                 variants = [(mb, pk) for pk in a.pack for mb in a.min_blocks]
                 for mb, pk in reversed(variants):  # the first variant last: its output is compared
-                    us = round(graph_us(functools.partial(run_split, min_blocks=mb, pack=bool(pk)), t, o_sp, n,
-                                        a.layers, a.reps), 2)
+                    us = round(replay_us(functools.partial(run_split, t, o_sp, n, min_blocks=mb, pack=bool(pk)),
+                                         a.layers, a.reps), 2)
                     row[(f"split_us_min{mb}" if mb else "split_us_default") + ("_pack" if pk else "")] = us
                     row["split_us"] = us
                 row["speedup"] = round(row["upstream_us"] / row["split_us"], 2)
