@@ -112,7 +112,7 @@ def register() -> None:
         for target, hook in fp32_norms.HOOKS:
             HookRegistry.register(target, hook, HookType.AROUND)
         logger.warning("sglang-ddtree TEST: RMSNorm, GemmaRMSNorm and RotaryEmbedding run float32 inputs through "
-                       "their native paths on CUDA")
+                       "their native paths on CUDA, the GatedDeltaNet chunked prefill in bf16")
     if TEST_POOL_COUNTS.get() or fork:
         HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
                               HookType.AFTER)
