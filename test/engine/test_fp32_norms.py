@@ -52,30 +52,93 @@ def test_each_target_gets_its_hook_once():
     assert hooks[fp32_norms.GDN_PREFILL] is fp32_norms.gdn_prefill_extend
 
 
-def test_float32_gdn_prefill_runs_the_chunked_kernel_in_bf16():
-    """sglang's chunked GatedDeltaNet prefill refuses float32: q, k, v and beta reach it in bf16
-    (g as given), its output comes back float32, the rest of its result untouched; keyword
-    arguments (the state pool and indices) pass through."""
-    seen = []
+def _recurrence64(q, k, v, g, beta, S0, scale):
+    """Ground truth of one sequence, token by token in float64: q, k [L, H, K], v [L, HV, V],
+    g, beta [L, HV], S0 [HV, K, V]. Returns (o [L, HV, V], S [HV, K, V])."""
+    r = v.shape[1] // q.shape[1]
+    qn = torch.nn.functional.normalize(q.double(), dim=-1, eps=0).repeat_interleave(r, 1) * scale
+    kn = torch.nn.functional.normalize(k.double(), dim=-1, eps=0).repeat_interleave(r, 1)
+    S, out = S0.double().clone(), []
+    for t in range(q.shape[0]):
+        a = torch.exp(g[t].double()).view(-1, 1, 1)
+        S = a * S
+        err = v[t].double() - torch.einsum("hkv,hk->hv", S, kn[t])
+        S = S + beta[t].double().view(-1, 1, 1) * torch.einsum("hk,hv->hkv", kn[t], err)
+        out.append(torch.einsum("hkv,hk->hv", S, qn[t]))
+    return (torch.stack(out) if out else v.double()), S
 
-    def original(self, q, k, v, g, beta, **kwargs):
-        seen.append((q, k, v, g, beta, kwargs))
-        return q.double().sum(-1, keepdim=True).expand_as(v).to(q.dtype), "final", "h"
+
+@pytest.mark.parametrize("lens", [(1,), (5, 64, 0, 130), (200, 3)])
+def test_float32_gdn_prefill_matches_the_float64_recurrence(lens):
+    """The float32 route's prefill (testing/gdn_prefill_fp32.py) on fresh random varlen inputs:
+    outputs and the final states written into each sequence's pool slot equal a float64
+    token-by-token recurrence (tolerance 2e-4 relative to each tensor's largest entry, float32
+    over up to 200 tokens and several chunks); slots not named stay bit-identical; no NaN."""
+    from sglang_ddtree.testing.gdn_prefill_fp32 import chunk_gdn_prefill
+
+    gen = torch.Generator().manual_seed(sum(lens) + len(lens))
+    H, HV, K, V, T = 2, 6, 16, 8, sum(lens)
+    q, k = (torch.randn(1, T, H, K, generator=gen) for _ in range(2))
+    v = torch.randn(1, T, HV, V, generator=gen)
+    g = -torch.nn.functional.softplus(torch.randn(1, T, HV, generator=gen)) * 0.3
+    beta = torch.rand(1, T, HV, generator=gen)
+    pool = torch.randn(len(lens) + 3, HV, V, K, generator=gen)
+    slots = torch.randperm(pool.shape[0], generator=gen)[:len(lens)]
+    before = pool.clone()
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()])
+    o = chunk_gdn_prefill(q, k, v, g, beta, pool, slots, cu)
+    assert o.shape == (1, T, HV, V) and o.dtype == torch.float32 and not o.isnan().any()
+    for i, n in enumerate(lens):
+        s, e = int(cu[i]), int(cu[i + 1])
+        ref_o, ref_S = _recurrence64(q[0, s:e], k[0, s:e], v[0, s:e], g[0, s:e], beta[0, s:e],
+                                     before[slots[i]].transpose(-1, -2), K ** -0.5)
+        got_S = pool[slots[i]].transpose(-1, -2).double()
+        assert (got_S - ref_S).abs().max() <= 2e-4 * ref_S.abs().max()
+        if n:
+            assert (o[0, s:e].double() - ref_o).abs().max() <= 2e-4 * ref_o.abs().max()
+    others = [i for i in range(pool.shape[0]) if i not in slots.tolist()]
+    assert torch.equal(pool[others], before[others])
+
+
+def test_float32_gdn_prefill_refuses_bad_indices():
+    from sglang_ddtree.testing.gdn_prefill_fp32 import chunk_gdn_prefill
+
+    q = torch.randn(1, 4, 1, 4)
+    v, g = torch.randn(1, 4, 2, 4), torch.zeros(1, 4, 2)
+    pool = torch.zeros(3, 2, 4, 4)
+    with pytest.raises(ValueError, match="distinct slots"):
+        chunk_gdn_prefill(q, q, v, g, g, pool, torch.tensor([1, 1]), torch.tensor([0, 2, 4]))
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        chunk_gdn_prefill(q, q, v, g, g, pool, torch.tensor([0]), torch.tensor([0, 3]))
+
+
+def test_float32_gdn_prefill_hook_dispatch():
+    """float32 goes to the torch prefill (the original never runs; the pool keywords are used and
+    the result is ``(o, None, None)``); state checkpoints are refused by name; other dtypes run the
+    original untouched."""
+    from sglang_ddtree.testing.gdn_prefill_fp32 import chunk_gdn_prefill
 
     gen = torch.Generator().manual_seed(2)
-    q, k, v = (torch.randn(1, 7, 2, 8, generator=gen) for _ in range(3))
-    g, beta = torch.randn(1, 7, 2, generator=gen), torch.rand(1, 7, 2, generator=gen)
-    o, final, h = fp32_norms.gdn_prefill_extend(original, "kernel", q, k, v, g, beta, ssm_states="pool",
-                                                cache_indices="idx")
-    sq, sk, sv, sg, sb, kw = seen.pop()
-    assert (sq.dtype, sk.dtype, sv.dtype, sb.dtype) == (torch.bfloat16,) * 4 and sg is g
-    assert torch.equal(sq, q.to(torch.bfloat16)) and torch.equal(sb, beta.to(torch.bfloat16))
-    assert kw == {"ssm_states": "pool", "cache_indices": "idx"} and (final, h) == ("final", "h")
-    assert o.dtype == torch.float32 and torch.equal(o, q.to(torch.bfloat16).double().sum(-1, keepdim=True)
-                                                    .expand_as(v).to(torch.bfloat16).float())
+    q, k = (torch.randn(1, 7, 2, 8, generator=gen) for _ in range(2))
+    v = torch.randn(1, 7, 4, 8, generator=gen)
+    g, beta = -torch.rand(1, 7, 4, generator=gen), torch.rand(1, 7, 4, generator=gen)
+    pool = torch.randn(2, 4, 8, 8, generator=gen)
+    kw = dict(ssm_states=pool.clone(), cache_indices=torch.tensor([1]), query_start_loc=torch.tensor([0, 7]))
+    o, final, h = fp32_norms.gdn_prefill_extend(_never, "kernel", q, k, v, g, beta, **kw, num_state_checkpoints=0)
+    want_pool = pool.clone()
+    want = chunk_gdn_prefill(q, k, v, g, beta, want_pool, torch.tensor([1]), torch.tensor([0, 7]))
+    assert (final, h) == (None, None) and torch.equal(o, want) and torch.equal(kw["ssm_states"], want_pool)
+    with pytest.raises(NotImplementedError, match="--disable-radix-cache"):
+        fp32_norms.gdn_prefill_extend(_never, "kernel", q, k, v, g, beta, **kw, num_state_checkpoints=2)
+    seen = []
+
+    def original(self, *args, **kwargs):
+        seen.append(args)
+        return "o", "final", "h"
+
     qb = q.to(torch.bfloat16)
-    assert fp32_norms.gdn_prefill_extend(original, "kernel", qb, qb, qb, g, beta)[1:] == ("final", "h")
-    assert seen.pop()[0] is qb  # other dtypes: the original, untouched
+    assert fp32_norms.gdn_prefill_extend(original, "kernel", qb, qb, qb, g, beta) == ("o", "final", "h")
+    assert seen.pop()[0] is qb
 
 
 @pytest.mark.parametrize("gemma", [True, False])

@@ -13,12 +13,11 @@ fused KV-cache write (``fused_set_kv_buffer_arg``, which the native path refuses
 original kernel.
 
 The hybrid's GatedDeltaNet prefill (``TritonGDNKernel.extend``, sglang's chunked kernel) refuses
-float32 outright ("ChunkGatedDeltaRuleFunction does not support float32"). Under the same switch
-its float32 inputs q, k, v and beta run the chunked kernel in bf16 and its output returns in
-float32 (g stays float32, as on a bf16 server; the recurrent state pool stays float32): both
-servers of a check prefill the same way, and decoding against the tree verify, what a float32
-check sharpens, stays float32. Used by the GPU soak and divergence checks of the tiny hybrid in
-float32.
+float32 outright ("ChunkGatedDeltaRuleFunction does not support float32"). Under the same switch a
+float32 prefill runs :func:`.gdn_prefill_fp32.chunk_gdn_prefill` instead (plain torch, float32
+throughout, the same pool contract: each sequence's slot read as its initial state and overwritten
+with its final state), so a float32 server computes in float32 from the prompt on, in both servers
+of a check alike. Used by the GPU soak and divergence checks of the tiny hybrid in float32.
 """
 
 from __future__ import annotations
@@ -50,14 +49,23 @@ GDN_PREFILL = "sglang.srt.layers.attention.linear.kernels.gdn_triton.TritonGDNKe
 
 
 def gdn_prefill_extend(original, self, q, k, v, g, beta, **kwargs):
-    """AROUND hook for :data:`GDN_PREFILL`: float32 ``q, k, v, beta`` through the chunked kernel in
-    bf16, its output ``o`` back in float32; other dtypes go to ``original``. Returns the
-    original's ``(o, final_state, h)``."""
+    """AROUND hook for :data:`GDN_PREFILL`: float32 ``q`` through
+    :func:`.gdn_prefill_fp32.chunk_gdn_prefill` (``ssm_states``, ``cache_indices`` and
+    ``query_start_loc`` from the keywords, the final states written into the pool); other dtypes
+    go to ``original``. Returns ``(o, None, None)`` as sglang's kernel returns ``(o, None, h)``:
+    the chunk states ``h`` serve only sglang's prefix-cache state tracking, which this route
+    refuses (``NotImplementedError`` where state checkpoints are asked for: run the check with
+    ``--disable-radix-cache``)."""
     if q.dtype != torch.float32:
         return original(self, q, k, v, g, beta, **kwargs)
-    bf = torch.bfloat16
-    o, *rest = original(self, q.to(bf), k.to(bf), v.to(bf), g, beta.to(bf), **kwargs)
-    return (o.to(torch.float32), *rest)
+    from .gdn_prefill_fp32 import chunk_gdn_prefill
+
+    if kwargs.get("num_state_checkpoints"):
+        raise NotImplementedError("the float32 GatedDeltaNet prefill route keeps no state checkpoints "
+                                  "(prefix-cache state tracking): run the float32 check with --disable-radix-cache")
+    o = chunk_gdn_prefill(q, k, v, g, beta, kwargs["ssm_states"], kwargs["cache_indices"],
+                          kwargs["query_start_loc"])
+    return o, None, None
 
 
 # (target, AROUND hook) pairs the test plugin registers.

@@ -19,7 +19,7 @@ every process the plugin loads in.
   (``pool_counts.py``);
 - ``SGLANG_DDTREE_TEST_FP32_NORMS``: the CUDA forwards of RMSNorm, GemmaRMSNorm and
   RotaryEmbedding take float32 inputs through sglang's native paths, the GatedDeltaNet chunked
-  prefill through its kernel in bf16 (``fp32_norms.py``);
+  prefill through a float32 torch prefill (``fp32_norms.py``, ``gdn_prefill_fp32.py``);
 - ``SGLANG_DDTREE_TEST_FORK_CHILDREN``: CPU test engines fork their children (``fork_children.py``).
   A forked child inherits this process's registration, so with it the oracle drafter, the pool
   counts and the no-mask control are installed whether or not their variable is set, and each
@@ -112,7 +112,7 @@ def register() -> None:
         for target, hook in fp32_norms.HOOKS:
             HookRegistry.register(target, hook, HookType.AROUND)
         logger.warning("sglang-ddtree TEST: RMSNorm, GemmaRMSNorm and RotaryEmbedding run float32 inputs through "
-                       "their native paths on CUDA, the GatedDeltaNet chunked prefill in bf16")
+                       "their native paths on CUDA, the GatedDeltaNet prefill through a float32 torch prefill")
     if TEST_POOL_COUNTS.get() or fork:
         HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.get_internal_state", _with_pool_counts,
                               HookType.AFTER)
