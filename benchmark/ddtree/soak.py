@@ -133,9 +133,13 @@ def dtype_env(model: str, device: str, dtype: str) -> dict:
     runs their native torch paths (the test plugin's ``SGLANG_DDTREE_TEST_FP32_NORMS``). The
     hybrid's conv state pool is bf16 whatever ``--dtype`` says unless sglang's own
     ``SGLANG_MAMBA_CONV_DTYPE`` names another, and its prefill conv kernel cannot mix a bf16
-    state with float32 inputs (a Triton compile error in both servers): float32 there too."""
+    state with float32 inputs (a Triton compile error in both servers): float32 there too. And
+    Triton's ``tl.dot`` on float32 tiles defaults to TF32 (10-bit mantissa: sglang's decode and
+    extend attention kernels take that default), which moves a tiny model's log-probs by ~0.01-0.02
+    nats between the two servers' different kernels: ``TRITON_F32_DEFAULT=ieee`` makes every
+    default-precision dot full float32 in both."""
     if device == "cuda" and dtype == "float32":
-        env = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
+        env = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1", "TRITON_F32_DEFAULT": "ieee"}
         if model == "qwen35":
             env["SGLANG_MAMBA_CONV_DTYPE"] = "float32"
         return env

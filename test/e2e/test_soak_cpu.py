@@ -241,9 +241,9 @@ def test_oracle_drafter_rereads_a_rewritten_file(tmp_path):
 def test_float32_on_cuda_serves_norms_and_rope_natively():
     """sglang 0.5.17's norm and rope kernels have no float32 CUDA version: both servers of a
     float32 soak on CUDA get the test plugin's native route, for either model, and the hybrid's
-    conv state pool in float32 (sglang's default is bf16 whatever the model dtype); nothing else
-    does."""
-    want = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1"}
+    conv state pool in float32 (sglang's default is bf16 whatever the model dtype), and Triton's
+    float32 dots in IEEE float32 (not its TF32 default); nothing else does."""
+    want = {"SGLANG_DDTREE_TEST_FP32_NORMS": "1", "TRITON_F32_DEFAULT": "ieee"}
     assert soak.dtype_env("qwen35", "cuda", "float32") == dict(want, SGLANG_MAMBA_CONV_DTYPE="float32")
     assert soak.dtype_env("llama", "cuda", "float32") == want
     assert soak.dtype_env("qwen35", "cuda", "bfloat16") == {}
