@@ -16,7 +16,12 @@ ones; the tiny test models under build/tiny are allowed too), with ``SGLANG_DDTR
 set to ``--trace`` for every engine: without speculation the replay replaces the decode logits
 too, so every configuration's output is the trace's. ``DDTREE-auto`` chooses over
 ``--auto-table`` (``step_cost.py`` tables of the same shapes and device; several are merged in
-order, a later table's row in place of an earlier one's).
+order, a later table's row in place of an earlier one's). ``--pin chain 16 ...``: DDTREE-auto's
+engine also serves those fixed choices, each pinned for its own rows (``DDTREE-auto=16``: every
+step verifies budget 16, as a fixed-budget engine's step, with no profile update or shadow
+chain; ``SGLANG_DDTREE_BENCH_PIN``), after auto's row at each concurrency where the table has the
+choice: one engine start for every DDTREE configuration, and no engine-to-engine spread between
+them. A pinned row's ``pinned`` names its choice; its ``choices`` must show that one alone.
 
 **Requests.** The trace's requests (``testing.trace_replay.replay_requests``: the prompt's token
 ids as recorded, greedy, ``max_new_tokens`` = the output length ``T``, ``ignore_eos``). Per
@@ -63,7 +68,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -143,13 +148,19 @@ def round_stats(done: list, wall: float) -> dict:
 
 def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[int], extra: dict,
             ddtree_extra: dict, auto_table: Optional[str], rounds: int, round_requests: int,
-            warmup_requests: Optional[int], config_extra: Optional[dict] = None, on_row=None) -> List[dict]:
+            warmup_requests: Optional[int], config_extra: Optional[dict] = None, on_row=None,
+            pins: Sequence[str] = ()) -> List[dict]:
     """One engine for ``cfg`` replaying ``trace``; one row per concurrency (module docstring).
-    ``on_row``: called with the rows so far after each one (the child saves them)."""
+    ``on_row``: called with the rows so far after each one (the child saves them). ``pins``
+    (``DDTREE-auto`` only): after auto's row at each concurrency, one row per pinned choice
+    (``DDTREE-auto=<choice>``) where the table has the choice at that concurrency."""
+    import tempfile
+
     import sglang as sgl
     import torch
 
-    from sglang_ddtree.config import BENCH_REPLAY
+    from sglang_ddtree.config import BENCH_PIN, BENCH_REPLAY
+    from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
     from sglang_ddtree.core import trace_sim
     from sglang_ddtree.core.traces import TraceSet
     from sglang_ddtree.testing.trace_replay import replay_requests
@@ -168,12 +179,37 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
         return sims[scfg]
 
     os.environ[BENCH_REPLAY.name] = str(Path(trace).resolve())  # read by the engine's scheduler processes
+    pins = list(pins) if sc.base_config(cfg) == "DDTREE-auto" else []
+    pin_file, table_policy = None, None
+    if pins:
+        pin_file = Path(tempfile.mkdtemp(prefix="ddtree-pin-")) / "pin"
+        pin_file.write_text("auto")
+        os.environ[BENCH_PIN.name] = str(pin_file)
+        table_policy = BudgetPolicy(StepCostTable.from_json(auto_table))
     t0 = time.time()
     engine = sgl.Engine(**kw)
     startup = time.time() - t0
     rows = []
+
+    def pin_to(word: str) -> None:
+        pin_file.write_text(word)
+        st = pin_file.stat()  # (a new modification time even on a coarse clock: the worker re-reads on change)
+        os.utime(pin_file, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9 * (len(rows) + 1)))
+
+    cells = []
+    for c in concurrency:
+        cells.append((c, None))
+        for p in pins:
+            cands = table_policy.candidates_at(c)
+            if (CHAIN if p == "chain" else int(p)) in cands:
+                cells.append((c, p))
+            else:
+                print(f"[replay] {cfg}={p} @ {c}: not pinned (the table has no such row up to {c} requests)", flush=True)
     try:
-        for c in concurrency:
+        for c, pin in cells:
+            label = cfg if pin is None else f"{cfg}={pin}"
+            if pins:
+                pin_to(pin or "auto")
             n_round = max(c, round_requests or R)
             n_warm = max(c, warmup_requests or n_round)
             order = [j % R for j in range(n_round)]
@@ -186,7 +222,7 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
                 outs += done
             after = sc._ddtree_counts(engine)
             med = sorted(per_round, key=lambda x: x["tok_s_total"])[(rounds - 1) // 2]
-            row = dict(config=cfg, concurrency=c, requests_per_round=n_round, warmup_requests=n_warm, rounds=rounds,
+            row = dict(config=label, concurrency=c, requests_per_round=n_round, warmup_requests=n_warm, rounds=rounds,
                        startup_s=round(startup, 1), wall_s=round(med["wall_s"], 4),
                        tok_s_per_request=round(med["tok_s_per_request"], 3), tok_s_total=round(med["tok_s_total"], 2),
                        tok_s_per_request_rounds=[round(x["tok_s_per_request"], 3) for x in per_round],
@@ -215,7 +251,11 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
                 choices = {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")}
                 if choices or kw.get("speculative_ddtree_budget") == "auto":
                     row["choices"] = choices
-            scfg = sim_config(cfg, kw, L)
+                if pin is not None:
+                    row["pinned"] = pin
+                    if {k for k, v in choices.items() if v} != {pin}:
+                        row["failed"] = f"pinned {pin!r}, the timed steps chose {choices}"
+            scfg = sim_config(cfg, kw, L) if pin is None else choice_sim(pin, kw, L)
             if not spec:
                 row.update(sim_accept_length=1.0, sim_agrees=row["accept_length"] == 1.0)
             elif scfg is not None:
@@ -255,6 +295,10 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
             rows[-1]["server_info_error"] = repr(e)
     finally:
         engine.shutdown()
+        if pin_file is not None:
+            os.environ.pop(BENCH_PIN.name, None)
+            pin_file.unlink(missing_ok=True)
+            pin_file.parent.rmdir()
     return rows
 
 
@@ -407,6 +451,20 @@ def check_auto(configs: List[str], tables) -> None:
         raise SystemExit(f"{PROG}: --auto-table {' '.join(map(str, tables))}: no DDTREE-<budget> rows")
 
 
+def check_pins(pins: List[str], configs: List[str], tables) -> None:
+    """``--pin`` needs DDTREE-auto among the configurations and names 'chain' or budgets of its
+    table(s) (read now, before any engine)."""
+    if not pins:
+        return
+    if not any(sc.base_config(c) == "DDTREE-auto" for c in configs):
+        raise SystemExit(f"{PROG}: --pin serves fixed choices in DDTREE-auto's engine: add DDTREE-auto to --configs")
+    budgets = sc.table_budgets(tables, PROG)
+    bad = [p for p in pins if p != "chain" and not (p.isdigit() and int(p) in budgets)]
+    if bad or len(set(pins)) != len(pins):
+        raise SystemExit(f"{PROG}: --pin {' '.join(pins)}: each once, 'chain' or a budget of --auto-table "
+                         f"{sorted(budgets)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, help="a drafter trace (TraceSet .pt, docs/traces.md)")
@@ -429,6 +487,10 @@ def main() -> int:
                     help="run CONFIG at concurrencies up to N only (e.g. DFLASH=16 at 27B on one H200)")
     ap.add_argument("--auto-table", type=Path, nargs="+",
                     help="DDTREE-auto's step-cost table(s) (step_cost.py outputs; several are merged in order)")
+    ap.add_argument("--pin", nargs="+", default=[], metavar="CHOICE",
+                    help="DDTREE-auto's engine also serves these fixed choices ('chain' or budgets of --auto-table), "
+                         "each pinned for its own rows (DDTREE-auto=CHOICE) after auto's at every concurrency "
+                         "(SGLANG_DDTREE_BENCH_PIN): one engine start instead of one per fixed configuration")
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
@@ -450,6 +512,7 @@ def main() -> int:
     sc.check_configs(a.configs, PROG)
     if not a.child:
         check_auto(a.configs, a.auto_table)
+        check_pins(a.pin, a.configs, a.auto_table)
     import torch
 
     target, drafter = sc.engine_paths(a)
@@ -460,7 +523,7 @@ def main() -> int:
         rows = measure(a.trace, target, drafter, a.configs[0], a.concurrency, extra, ddtree_extra,
                        str(a.auto_table[-1]) if a.auto_table else None, max(1, a.rounds), a.round_requests,
                        a.warmup_requests, per_config.get(a.configs[0]),
-                       on_row=lambda done: a.out.write_text(json.dumps(done)))
+                       on_row=lambda done: a.out.write_text(json.dumps(done)), pins=a.pin)
         a.out.write_text(json.dumps(rows))
         return 0
 

@@ -100,6 +100,13 @@ SYNC_CHECK = _declare(
     "Watch every DDTREE decode step for host synchronisations (torch's CUDA sync-debug mode, 'warn', "
     "during the step): each synchronising site is logged once with its Python stack and counted in "
     "/server_info ddtree.host_syncs (benchmark/ddtree/step_cost.py --sync-check).")
+BENCH_PIN = _declare(
+    "SGLANG_DDTREE_BENCH_PIN", "developer", "path", None,
+    "Benchmarks: a file naming what every step of a --speculative-ddtree-budget auto engine verifies: "
+    "'chain', one of its table's budgets, or 'auto' (the policy's choice; also while the file is absent "
+    "or empty); re-read when it changes. A pinned step verifies as a fixed-budget engine's would (no "
+    "profile update, no shadow chain), so one engine serves every fixed configuration beside auto "
+    "(benchmark/ddtree/replay_bench.py --pin).")
 BUILD_DIR = _declare(
     "SGLANG_DDTREE_BUILD_DIR", "developer", "path", None,
     "Where the tiny test models and the converted SmolLM2 demo target are cached (default: build/ "

@@ -39,7 +39,7 @@ from sglang.srt.speculative.spec_utils import GrammarTree
 from .compat import releases
 from .core.accept import target_tokens
 from .core.budget_choice import CHAIN, StepCostTable
-from .core.budget_policy import BudgetPolicy
+from .core.budget_policy import BudgetPolicy, PinnedChoice
 from .core.oracle_check import replay_chain, replay_mismatch
 from .core.shadow_chain import shadow_chain_accept
 from .core.step import draft_to_verify, verify_to_commit
@@ -51,6 +51,7 @@ from .engine.draft_head import DraftTopKHead
 from .engine.penalty_state import penalised, state_for
 from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
+from .config import BENCH_PIN
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, check_attention_backends, drafter_block_size, eager_verify
 from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking, root_only_layout
@@ -106,6 +107,14 @@ class DDTreeWorker(DFlashWorkerV2):
             self.stats.policy = self.policy
             logger.info("DDTREE: budget auto over %s (chain fallback: %s), step costs from %s",
                         self.policy.budgets, self.policy.chain, server_args.speculative_ddtree_step_cost)
+        # Benchmarks only: every step verifies what a file names (SGLANG_DDTREE_BENCH_PIN).
+        self._pin, self._pinned = None, False
+        if BENCH_PIN.get():
+            if self.policy is None:
+                raise ValueError(f"{BENCH_PIN.name} pins budget auto's choice: it needs "
+                                 "--speculative-ddtree-budget auto")
+            self._pin = PinnedChoice(BENCH_PIN.get(), self.policy.budgets, self.policy.chain)
+            logger.warning("DDTREE benchmark: each step verifies what %s names (%s)", BENCH_PIN.name, self._pin.path)
         # The per-depth top-K head over the target's lm_head; folded into the drafter's CUDA graph
         # in DFLASH's place (_maybe_build_draft_sampler), eager otherwise.
         self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
@@ -247,6 +256,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # Fixed budget: the server's verify width; budget auto: this step's (at most the server's,
         # whose KV window the scheduler reserved; a narrower step uses its first positions).
         choice, budget, width, max_siblings = self._step_shape(bs)
+        pinned = self._pinned  # a benchmark's pinned step verifies as a fixed-budget engine's: no shadow, no profile
         window = assign_extend_cache_locs_func(
             req_pool_indices=batch.req_pool_indices, req_to_token=req_to_token, start_offset=prefix_lens,
             end_offset=prefix_lens + width, batch_size=bs, draft_token_num=width, device=self.device,
@@ -299,13 +309,15 @@ class DDTreeWorker(DFlashWorkerV2):
             self._oracle_replay(batch, prefix_lens, root, acc, width)
         self.stats.record(acc.accept_len, tree.depth)
         shadow = None
-        if self.shadow or (self.policy is not None and self.policy.chain and choice != CHAIN):
+        if self.shadow or (self.policy is not None and not pinned and self.policy.chain and choice != CHAIN):
             node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
             shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, ids[:, :, 0], plan.bonus, L)
             if self.shadow:
                 self.stats.record_shadow(*shadow)
         if self.policy is not None:
-            self.policy.record(choice, acc.accepted, acc.accept_len, chain_accept=None if shadow is None else shadow[0])
+            if not pinned:
+                self.policy.record(choice, acc.accepted, acc.accept_len,
+                                   chain_accept=None if shadow is None else shadow[0])
             self.stats.record_choice(choice)
 
         # 5) Commit, then the drafter's context: the path's target hidden states, in path order.
@@ -389,10 +401,13 @@ class DDTreeWorker(DFlashWorkerV2):
 
     def _step_shape(self, bs: int):
         """``(choice, budget, verify width, max siblings)`` of this step: the fixed budget, or the
-        budget policy's choice (the chain: one candidate per depth, at DFLASH's block width)."""
+        budget policy's choice (the chain: one candidate per depth, at DFLASH's block width), or the
+        choice a benchmark's pin file names (``self._pinned`` then True for this step)."""
         if self.policy is None:
             return self.budget, self.budget, self.width, None
-        choice = self.policy.choose(bs)
+        pin = self._pin.get() if self._pin is not None else None
+        self._pinned = pin is not None
+        choice = pin if self._pinned else self.policy.choose(bs)
         if choice == CHAIN:
             return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1
         return choice, int(choice), verify_width(int(choice), self.block_size), None

@@ -43,7 +43,7 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
                         "--configs", *CONFIGS, "--concurrency", "1", "2", "--rounds", "1", "--warmup-requests", "1",
                         "--ddtree-arg", f"speculative_ddtree_topk={K}", "--auto-table", str(table),
-                        "--out", str(out), "--plot", str(tmp_path / "replay.png")],
+                        "--pin", "chain", "4", "--out", str(out), "--plot", str(tmp_path / "replay.png")],
                        capture_output=True, text=True, timeout=600,
                        # one OpenMP thread per process: on 2 shared cores the engine processes' spinning
                        # OpenMP threads slow a 3-request round from ~0.3 s to 5-15 s
@@ -54,7 +54,10 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
     assert "failed" not in meta and "problems" not in meta, meta
     assert meta["trace_requests"] == 3 and meta["trace_output_tokens"] == 40 and meta["device"] == "cpu"
     assert meta["commit"] and meta["auto_table"]["given"] == [str(table)]
-    assert [(x["config"], x["concurrency"]) for x in rows] == [(c, n) for c in CONFIGS for n in (1, 2)]
+    # DDTREE-auto's engine serves the pinned choices too: after auto's row, one per pin.
+    want = [(c, n) for c in CONFIGS[:-1] for n in (1, 2)]
+    want += [(f"DDTREE-auto{p}", n) for n in (1, 2) for p in ("", "=chain", "=4")]
+    assert [(x["config"], x["concurrency"]) for x in rows] == want
     by = {(x["config"], x["concurrency"]): x for x in rows}
     # Every row: the trace's outputs, positive rates, the median round's values beside each round's.
     for x in rows:
@@ -85,8 +88,19 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
             assert x["sim_agrees"] is True and x["accept_length"] == x["sim_accept_length"]
         else:
             assert x["sim_agrees"] is None and x["sim_accept_length"] is None
+    # Pinned rows: every timed step verified the pinned choice, and accepted exactly what the
+    # simulator says that fixed configuration accepts; the pinned chain as the chain's own engine.
+    for n in (1, 2):
+        for p in ("chain", "4"):
+            x = by[f"DDTREE-auto={p}", n]
+            assert x["pinned"] == p and "failed" not in x and x["outputs_ok"], x
+            assert {k for k, v in x["choices"].items() if v} == {p}
+            assert sum(x["choices"].values()) == x["timed"]["steps"] >= 1
+            assert x["sim_agrees"] is True and x["accept_length"] == x["sim_accept_length"]
+        assert by["DDTREE-auto=chain", n]["accept_length"] == by["DDTREE-chain", n]["accept_length"]
+        assert by["DDTREE-auto=chain", n]["accept_length_per_request"] == by["DDTREE-chain", n]["accept_length_per_request"]
     assert [v["concurrency"] for v in meta["auto_verdicts"]] == [1, 2]
-    assert all(v["best"] == "DDTREE-chain" for v in meta["auto_verdicts"])
+    assert all(v["best"] in ("DDTREE-chain", "DDTREE-auto=chain", "DDTREE-auto=4") for v in meta["auto_verdicts"])
     # One [replay] line per row, the markdown table, and the plot skipped or written.
     assert sum(line.startswith("[replay] {") for line in r.stdout.splitlines()) == len(rows)
     assert "| DDTREE-auto | 2 |" in r.stdout and "| conc | auto tok/s per request | best fixed |" in r.stdout
@@ -107,7 +121,8 @@ def test_replay_bench_refuses_before_any_engine(tmp_path):
             str(tmp_path), "--out", str(tmp_path / "r.json")]
     for args, msg in ((["--configs", "no-spec", "DFLASHH"], "unknown configuration"),
                       (["--configs", "DDTREE-chain", "DDTREE-auto"], "needs --auto-table"),
-                      (["--configs", "DFLASH", "--max-concurrency", "DDTREE-16=4"], "not in --configs")):
+                      (["--configs", "DFLASH", "--max-concurrency", "DDTREE-16=4"], "not in --configs"),
+                      (["--configs", "DDTREE-16", "--pin", "chain"], "add DDTREE-auto")):
         r = subprocess.run(base + args, capture_output=True, text=True, timeout=300)
         assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
     r = subprocess.run(base[:2] + ["--trace", str(tmp_path / "missing.pt")] + base[4:], capture_output=True,
@@ -149,3 +164,20 @@ def test_auto_verdicts_and_the_table(tmp_path):
     one.write_text(json.dumps([row("DDTREE-64", 4, 30.0)]))
     m = rb.merged_outputs([a, one])
     assert [x["config"] for x in m["rows"]] == ["no-spec", "DFLASH", "DDTREE-chain", "DDTREE-64"]
+
+
+def test_pins_name_choices_of_the_table(tmp_path):
+    """--pin takes 'chain' and budgets of --auto-table, each once, and needs DDTREE-auto."""
+    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
+    import replay_bench as rb
+
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"meta": {}, "rows": [
+        dict(config=c, concurrency=1, ms_per_step=1.0) for c in ("DDTREE-chain", "DDTREE-16", "DDTREE-64")]}))
+    rb.check_pins([], ["DFLASH"], None)  # nothing pinned: nothing to check
+    rb.check_pins(["chain", "16", "64"], ["DFLASH", "DDTREE-auto"], [table])
+    for pins, msg in ((["32"], r"\[16, 64\]"), (["16", "16"], "each once"), (["sixteen"], "a budget")):
+        with pytest.raises(SystemExit, match=msg):
+            rb.check_pins(pins, ["DDTREE-auto"], [table])
+    with pytest.raises(SystemExit, match="add DDTREE-auto"):
+        rb.check_pins(["16"], ["DDTREE-16"], [table])

@@ -83,3 +83,44 @@ def test_drafter_host_lengths_never_read_the_device_when_the_host_knows_a_bound(
     lens, total = DDTreeWorker._draft_host_lens(overlap, types.SimpleNamespace(reserved_seq_lens_cpu=None),
                                                 torch.tensor([10, 20]), block=4)
     assert lens is None and total == 38
+
+
+def test_a_pin_file_sets_each_steps_choice(tmp_path):
+    """SGLANG_DDTREE_BENCH_PIN: each step verifies what the file names (the chain at the chain's
+    width, a budget at its width), the policy's own choice where it says auto, is empty or absent,
+    re-read when it changes; a word that is neither raises naming the file and the table's budgets."""
+    import os
+
+    from sglang_ddtree.core.budget_choice import CHAIN
+    from sglang_ddtree.core.budget_policy import BudgetPolicy, PinnedChoice, StepCostTable
+
+    rows = [dict(config=c, concurrency=1, ms_per_step=ms) for c, ms in
+            (("DDTREE-8", 1.0), ("DDTREE-32", 1.0), ("DDTREE-chain", 1.0))]
+    w = object.__new__(DDTreeWorker)
+    w.block_size, w.max_depth = 16, 15
+    w.policy = BudgetPolicy(StepCostTable.from_rows(rows))
+    pin = tmp_path / "pin"
+    w._pin = PinnedChoice(str(pin), w.policy.budgets, w.policy.chain)
+    steps_before = w.policy.steps
+    assert w._step_shape(1)[0] == 32 and not w._pinned  # absent: the policy (no estimate yet: the largest)
+    assert w.policy.steps == steps_before + 1
+
+    def pin_to(word, bump):
+        pin.write_text(word)
+        st = pin.stat()
+        os.utime(pin, ns=(st.st_atime_ns, st.st_mtime_ns + bump * 10**9))  # (a coarse clock)
+
+    pin_to("chain", 1)
+    assert w._step_shape(1) == (CHAIN, 15, 16, 1) and w._pinned
+    pin_to("8\n", 2)
+    assert w._step_shape(1) == (8, 8, 16, None) and w._pinned
+    assert w.policy.steps == steps_before + 1  # pinned steps never consult the policy
+    pin_to("auto", 3)
+    assert w._step_shape(1)[0] == 32 and not w._pinned
+    pin_to("16", 4)
+    with pytest.raises(ValueError, match=r"pin.*'16'.*\[8, 32\]"):
+        w._step_shape(1)
+    no_chain = PinnedChoice(str(pin), (8,), chain=False)
+    with pytest.raises(ValueError, match="no chain row"):
+        no_chain.parse("chain")
+    assert no_chain.parse("") is None and no_chain.parse(" 8 ") == 8

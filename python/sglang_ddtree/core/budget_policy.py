@@ -231,3 +231,46 @@ class BudgetPolicy:
     def snapshot(self) -> dict:
         return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain, "refresh_interval": self._interval,
                 "expected_accepted": {str(k): round(v, 4) for k, v in self._mean.items()}}
+
+
+class PinnedChoice:
+    """Benchmark-only (``SGLANG_DDTREE_BENCH_PIN``): the choice a file names for every step of a
+    budget-auto engine, re-read when the file's modification time or size changes.
+
+    The file holds one word: ``chain``, a budget among ``budgets``, or ``auto`` (no pin; also an
+    absent or empty file). :meth:`get` returns the pinned :data:`Choice`, or None for the policy's
+    own. Raises ValueError naming the file for any other content (on the step that reads it)."""
+
+    def __init__(self, path: str, budgets, chain: bool):
+        self.path = str(path)
+        self.budgets = tuple(int(b) for b in budgets)
+        self.chain = bool(chain)
+        self._stamp = None
+        self._choice: Optional[Choice] = None
+
+    def parse(self, text: str) -> Optional[Choice]:
+        word = text.strip()
+        if word in ("", "auto"):
+            return None
+        if word == CHAIN:
+            if not self.chain:
+                raise ValueError(f"{self.path}: 'chain' pinned, but the step-cost table has no chain row")
+            return CHAIN
+        if word.isdigit() and int(word) in self.budgets:
+            return int(word)
+        raise ValueError(f"{self.path}: {word!r} is not 'auto', 'chain' or a budget of the table {list(self.budgets)}")
+
+    def get(self) -> Optional[Choice]:
+        import os
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._choice = None, None
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            with open(self.path) as f:
+                self._choice = self.parse(f.read())
+            self._stamp = stamp
+        return self._choice
