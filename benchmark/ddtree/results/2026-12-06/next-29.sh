@@ -1,0 +1,29 @@
+#!/bin/bash
+# Prepared, not run. nvidia-h200 (needs_h200: DFLASH at 16 requests does not fit an H100 at 27B
+# shapes), ~9.5 min. Issue 29's one-request ratio with its spread: DDTREE-16's ratio to DFLASH
+# has read 0.84x (59cafef), 0.92x (297ecb6) and 0.94x (e4a8476) with no change to the step
+# between them, one engine each per call. Here two engines each, alternating (DFLASH, DDTREE-16,
+# DFLASH@2, DDTREE-16@2), at 1 and 16 requests, two timed rounds, --phases: the spread between
+# engines of one configuration inside one call, beside the ratio. The settings of
+# results/2026-12-04b/call1 (27B shapes, dummy weights, context 8192, 512-token prompts, graphs +
+# overlap, wy, triton, decode graphs [1, 16]). The current step reads the GatedDeltaNet
+# projections in place (compat/gdn_views.py, commit 0ceebd5). Carry the bundle (assets' drafter
+# and the traces moved aside).
+R=${OUT:?}
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
+bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
+python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
+echo "prep at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+timeout $(( 565 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
+  --models /tmp/qwen36 --concurrency 1 16 --rounds 2 --prompt-len 512 --decode-tokens 32 --phases \
+  --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
+  --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
+  --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1,16]' \
+  --engine-arg context_length=8192 --case-timeout-s 200 --configs DFLASH DDTREE-16 DFLASH@2 DDTREE-16@2 \
+  --out $R/a/step_cost.json > $R/a.out 2>&1
+echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+cp $R/a/step_cost.json $R/step_cost.json 2>/dev/null
+grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
+tail -n 20 $R/a.out > $R/tail.txt; rm -rf $R/prep $R/a
+cat $R/rc.txt
