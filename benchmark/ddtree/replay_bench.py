@@ -154,13 +154,10 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
     ``on_row``: called with the rows so far after each one (the child saves them). ``pins``
     (``DDTREE-auto`` only): after auto's row at each concurrency, one row per pinned choice
     (``DDTREE-auto=<choice>``) where the table has the choice at that concurrency."""
-    import tempfile
-
     import sglang as sgl
     import torch
 
-    from sglang_ddtree.config import BENCH_PIN, BENCH_REPLAY
-    from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
+    from sglang_ddtree.config import BENCH_REPLAY
     from sglang_ddtree.core import trace_sim
     from sglang_ddtree.core.traces import TraceSet
     from sglang_ddtree.testing.trace_replay import replay_requests
@@ -179,37 +176,15 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
         return sims[scfg]
 
     os.environ[BENCH_REPLAY.name] = str(Path(trace).resolve())  # read by the engine's scheduler processes
-    pins = list(pins) if sc.base_config(cfg) == "DDTREE-auto" else []
-    pin_file, table_policy = None, None
-    if pins:
-        pin_file = Path(tempfile.mkdtemp(prefix="ddtree-pin-")) / "pin"
-        pin_file.write_text("auto")
-        os.environ[BENCH_PIN.name] = str(pin_file)
-        table_policy = BudgetPolicy(StepCostTable.from_json(auto_table))
+    pinning = sc.Pins(cfg, pins, auto_table, "replay")
     t0 = time.time()
     engine = sgl.Engine(**kw)
     startup = time.time() - t0
     rows = []
-
-    def pin_to(word: str) -> None:
-        pin_file.write_text(word)
-        st = pin_file.stat()  # (a new modification time even on a coarse clock: the worker re-reads on change)
-        os.utime(pin_file, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9 * (len(rows) + 1)))
-
-    cells = []
-    for c in concurrency:
-        cells.append((c, None))
-        for p in pins:
-            cands = table_policy.candidates_at(c)
-            if (CHAIN if p == "chain" else int(p)) in cands:
-                cells.append((c, p))
-            else:
-                print(f"[replay] {cfg}={p} @ {c}: not pinned (the table has no such row up to {c} requests)", flush=True)
     try:
-        for c, pin in cells:
-            label = cfg if pin is None else f"{cfg}={pin}"
-            if pins:
-                pin_to(pin or "auto")
+        for c, pin in pinning.cells(concurrency):
+            label = pinning.label(pin)
+            pinning.set(pin)
             n_round = max(c, round_requests or R)
             n_warm = max(c, warmup_requests or n_round)
             order = [j % R for j in range(n_round)]
@@ -251,10 +226,7 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
                 choices = {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")}
                 if choices or kw.get("speculative_ddtree_budget") == "auto":
                     row["choices"] = choices
-                if pin is not None:
-                    row["pinned"] = pin
-                    if {k for k, v in choices.items() if v} != {pin}:
-                        row["failed"] = f"pinned {pin!r}, the timed steps chose {choices}"
+                sc.Pins.check(row, pin, choices)
             scfg = sim_config(cfg, kw, L) if pin is None else choice_sim(pin, kw, L)
             if not spec:
                 row.update(sim_accept_length=1.0, sim_agrees=row["accept_length"] == 1.0)
@@ -295,10 +267,7 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
             rows[-1]["server_info_error"] = repr(e)
     finally:
         engine.shutdown()
-        if pin_file is not None:
-            os.environ.pop(BENCH_PIN.name, None)
-            pin_file.unlink(missing_ok=True)
-            pin_file.parent.rmdir()
+        pinning.close()
     return rows
 
 
@@ -452,17 +421,8 @@ def check_auto(configs: List[str], tables) -> None:
 
 
 def check_pins(pins: List[str], configs: List[str], tables) -> None:
-    """``--pin`` needs DDTREE-auto among the configurations and names 'chain' or budgets of its
-    table(s) (read now, before any engine)."""
-    if not pins:
-        return
-    if not any(sc.base_config(c) == "DDTREE-auto" for c in configs):
-        raise SystemExit(f"{PROG}: --pin serves fixed choices in DDTREE-auto's engine: add DDTREE-auto to --configs")
-    budgets = sc.table_budgets(tables, PROG)
-    bad = [p for p in pins if p != "chain" and not (p.isdigit() and int(p) in budgets)]
-    if bad or len(set(pins)) != len(pins):
-        raise SystemExit(f"{PROG}: --pin {' '.join(pins)}: each once, 'chain' or a budget of --auto-table "
-                         f"{sorted(budgets)}")
+    """``step_cost.check_pins`` said as this script's."""
+    sc.check_pins(pins, configs, tables, PROG)
 
 
 def main() -> int:

@@ -16,6 +16,12 @@ first a 1-token generation (prefill), then ``--decode-tokens`` (ignore_eos). ms/
     python benchmark/ddtree/step_cost.py --models /tmp/qwen36 --out step_cost.json
     python benchmark/ddtree/step_cost.py --models DIR --configs no-spec DFLASH DDTREE-8 --concurrency 1 2 \\
         --target-path T --drafter-path D --decode-tokens 8   # any pair, e.g. the tiny models on CPU
+
+``--pin chain 16 64`` (with ``--auto-table``): DDTREE-auto's engine also measures those fixed
+choices, each pinned for a row of its own (``DDTREE-auto=16``; :class:`Pins`), one engine start
+for several DDTREE configurations. A pinned step is a fixed-budget step in an engine sized for the
+table's largest budget; the pinned chain drafts with the engine's top-K head (``DDTREE-chain``:
+top-1).
 """
 
 from __future__ import annotations
@@ -234,14 +240,15 @@ def engine_kwargs(target: str, drafter: str, cfg: str, max_concurrency: int, ext
 
 def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: int, decode_tokens: int,
             vocab: int, extra: dict, ddtree_extra: dict, auto_table: Optional[str] = None, rounds: int = 1,
-            profile: bool = False, on_row=None, config_extra: Optional[dict] = None) -> list:
+            profile: bool = False, on_row=None, config_extra: Optional[dict] = None, pins=()) -> list:
     """One engine for ``cfg``; per concurrency a warm-up pass, then ``rounds`` timed passes (a
     one-token prefill pass and a full pass each; ms per decode step from their difference): the
     row carries the median round and, with ``rounds > 1``, every round's ms per step. ``profile``:
     then two traced passes, the row's ``profile`` (:func:`_profile_pass`; never timed). ``on_row``:
     called with the rows so far after each one (the child saves them: an engine whose shutdown
     hangs past the case limit keeps what it measured). ``config_extra``: Engine arguments of
-    this configuration alone (``--config-arg``), applied last."""
+    this configuration alone (``--config-arg``), applied last. ``pins`` (DDTREE-auto only,
+    :class:`Pins`): after auto's row at each concurrency, one row per pinned choice."""
     import random
 
     import sglang as sgl
@@ -251,6 +258,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     kw = engine_kwargs(target, drafter, cfg, max(concurrency), extra, ddtree_extra, auto_table, config_extra, dev)
     rng = random.Random(0)
     rows = []
+    pinning = Pins(cfg, pins, auto_table, "step_cost")
     t0 = time.time()
     engine = sgl.Engine(**kw)
     startup = time.time() - t0
@@ -260,8 +268,12 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
     while wait_for and not os.path.exists(wait_for):
         time.sleep(1)
     try:
-        for c in concurrency:
-            prompts = [[rng.randrange(10, vocab - 10) for _ in range(prompt_len)] for _ in range(c)]
+        prompts_at: Dict[int, list] = {}
+        for c, pin in pinning.cells(concurrency):
+            pinning.set(pin)
+            if c not in prompts_at:  # (a pinned row takes its concurrency's prompts)
+                prompts_at[c] = [[rng.randrange(10, vocab - 10) for _ in range(prompt_len)] for _ in range(c)]
+            prompts = prompts_at[c]
             sp1 = dict(temperature=0.0, max_new_tokens=1, ignore_eos=True)
             spn = dict(temperature=0.0, max_new_tokens=decode_tokens, ignore_eos=True)
             engine.generate(input_ids=prompts, sampling_params=spn)  # warm-up (graphs, kernels)
@@ -279,7 +291,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             after = _ddtree_counts(engine)
             toks = [o["meta_info"]["completion_tokens"] for o in outs]
             t_prefill, t_all, ms = sorted(per_round, key=lambda x: x[2])[(rounds - 1) // 2]  # the median round
-            rows.append(dict(config=cfg, concurrency=c, startup_s=round(startup, 1), prefill_s=round(t_prefill, 4),
+            rows.append(dict(config=pinning.label(pin), concurrency=c, startup_s=round(startup, 1),
+                             prefill_s=round(t_prefill, 4),
                              total_s=round(t_all, 4), steps=n_steps, tokens_per_request=statistics.mean(toks),
                              ms_per_step=round(ms, 3), tokens_per_step=statistics.mean(toks) / n_steps))
             if rounds > 1:
@@ -290,6 +303,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
                 rows[-1]["timed"] = {k: v for k, v in timed.items() if not k.startswith("phase_")}
                 if phases is not None:
                     rows[-1]["phase_ms"] = phases
+                Pins.check(rows[-1], pin, {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")})
             if profile:
                 rows[-1]["profile"] = _profile_pass(engine, prompts, decode_tokens, dev == "cuda")
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
@@ -307,7 +321,88 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             rows[-1]["server_info_error"] = repr(e)
     finally:
         engine.shutdown()
+        pinning.close()
     return rows
+
+
+class Pins:
+    """``--pin``: DDTREE-auto's engine also serves fixed choices, each pinned for its own rows
+    (``DDTREE-auto=<choice>``) through the file ``SGLANG_DDTREE_BENCH_PIN`` names, which the
+    worker re-reads when it changes. Made before the engine (the variable is read at its start);
+    other configurations, or no pins: inert. :meth:`cells` lists ``(concurrency, choice or None)``
+    in order, a choice only where the table (``auto_table``) has it at that concurrency (its
+    verify graphs are captured from the table)."""
+
+    def __init__(self, cfg: str, pins, auto_table: Optional[str], tag: str):
+        self.pins = list(pins or ()) if base_config(cfg) == "DDTREE-auto" else []
+        self.cfg, self.tag, self.file, self._n = cfg, tag, None, 0
+        if self.pins:
+            import tempfile
+
+            from sglang_ddtree.config import BENCH_PIN
+            from sglang_ddtree.core.budget_policy import BudgetPolicy, StepCostTable
+
+            self.var = BENCH_PIN.name
+            self.policy = BudgetPolicy(StepCostTable.from_json(auto_table))
+            self.file = Path(tempfile.mkdtemp(prefix="ddtree-pin-")) / "pin"
+            self.file.write_text("auto")
+            os.environ[self.var] = str(self.file)
+
+    def cells(self, concurrency: List[int]) -> list:
+        from sglang_ddtree.core.budget_policy import CHAIN
+
+        out = []
+        for c in concurrency:
+            out.append((c, None))
+            for p in self.pins:
+                if (CHAIN if p == "chain" else int(p)) in self.policy.candidates_at(c):
+                    out.append((c, p))
+                else:
+                    print(f"[{self.tag}] {self.cfg}={p} @ {c}: not pinned (the table has no such row up to {c} "
+                          "requests)", flush=True)
+        return out
+
+    def set(self, pin: Optional[str]) -> None:
+        """Pin ``pin`` (None: auto) for the steps from now on."""
+        if self.file is None:
+            return
+        self._n += 1
+        self.file.write_text(pin or "auto")
+        st = self.file.stat()  # a new modification time even on a coarse clock
+        os.utime(self.file, ns=(st.st_atime_ns, st.st_mtime_ns + self._n * 10**9))
+
+    def label(self, pin: Optional[str]) -> str:
+        return self.cfg if pin is None else f"{self.cfg}={pin}"
+
+    @staticmethod
+    def check(row: dict, pin: Optional[str], choices: dict) -> None:
+        """A pinned row: ``pinned`` set, and ``failed`` where its timed steps chose anything else."""
+        if pin is None:
+            return
+        row["pinned"] = pin
+        if {k for k, v in choices.items() if v} != {pin}:
+            row["failed"] = f"pinned {pin!r}, the timed steps chose {choices}"
+
+    def close(self) -> None:
+        if self.file is not None:
+            os.environ.pop(self.var, None)
+            self.file.unlink(missing_ok=True)
+            self.file.parent.rmdir()
+            self.file = None
+
+
+def check_pins(pins: List[str], configs: List[str], tables, prog: str) -> None:
+    """``--pin`` needs DDTREE-auto among the configurations and names 'chain' or budgets of its
+    table(s) (read now, before any engine)."""
+    if not pins:
+        return
+    if not any(base_config(c) == "DDTREE-auto" for c in configs):
+        raise SystemExit(f"{prog}: --pin serves fixed choices in DDTREE-auto's engine: add DDTREE-auto to --configs")
+    budgets = table_budgets(tables or [], prog)
+    bad = [p for p in pins if p != "chain" and not (p.isdigit() and int(p) in budgets)]
+    if bad or len(set(pins)) != len(pins):
+        raise SystemExit(f"{prog}: --pin {' '.join(pins)}: each once, 'chain' or a budget of --auto-table "
+                         f"{sorted(budgets)}")
 
 
 def sweep_concurrency(cfg: str, concurrency: List[int], caps: dict, meta: dict, past_deadline: bool,
@@ -462,6 +557,10 @@ def main() -> int:
                          "budget sweep, when auto runs in a call of its own; several are merged in order, a later "
                          "table's row replacing an earlier one's), with this sweep's rows measured before auto in "
                          "place of theirs; default: this sweep's own rows measured before DDTREE-auto")
+    ap.add_argument("--pin", nargs="+", default=[], metavar="CHOICE",
+                    help="DDTREE-auto's engine also serves these fixed choices ('chain' or budgets of its table), "
+                         "each pinned for its own rows (DDTREE-auto=CHOICE) after auto's at every concurrency "
+                         "(SGLANG_DDTREE_BENCH_PIN): one engine for several DDTREE configurations")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     # (A child measures one configuration at the concurrencies its parent chose.)
@@ -469,6 +568,9 @@ def main() -> int:
     check_configs(a.configs, "step_cost.py")
     if not a.child:
         check_auto_table(a.configs, a.auto_table)
+        if a.pin and not a.auto_table:
+            raise SystemExit("step_cost.py: --pin needs --auto-table (the table DDTREE-auto's engine is built over)")
+        check_pins(a.pin, a.configs, a.auto_table, "step_cost.py")
     import torch
 
     target, drafter = engine_paths(a)
@@ -502,7 +604,7 @@ def main() -> int:
         rows = measure(target, drafter, a.configs[0], a.concurrency, a.prompt_len, a.decode_tokens, vocab,
                        extra, ddtree_extra, str(a.auto_table[-1]) if a.auto_table else None, rounds=max(1, a.rounds),
                        profile=a.profile, config_extra=per_config.get(a.configs[0]),
-                       on_row=lambda done: a.out.write_text(json.dumps(done)))
+                       on_row=lambda done: a.out.write_text(json.dumps(done)), pins=a.pin)
         a.out.write_text(json.dumps(rows))
         return 0
     rows = []

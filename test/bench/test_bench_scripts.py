@@ -104,7 +104,8 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
     (a DDTREE flag given to the no-spec engine would fail its launch); --max-concurrency caps;
     --config-arg reaches its one configuration; --profile; DDTREE-auto serves with the budget
     policy over --auto-table merged with the rows this sweep measured before it (the chain
-    measured here replaces the given table's; budget 16 only in the given table)."""
+    measured here replaces the given table's; budget 16 only in the given table); --pin: its
+    engine then serves budget 16 and the chain pinned, each for a row of its own."""
     from sglang_ddtree.testing import tiny_models
 
     given = tmp_path / "earlier.json"
@@ -120,17 +121,18 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
                         "--max-concurrency", "DDTREE-auto=1", "--decode-tokens", "8", "--profile",
                         "--config-arg", "DDTREE-chain:speculative_ddtree_max_depth=7",
                         "--prompt-len", "8", "--ddtree-arg", "speculative_ddtree_topk=2", "--auto-table", str(given),
-                        "--out", str(out)],
+                        "--pin", "16", "chain", "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     d = json.loads(out.read_text())
     assert "failed" not in d["meta"], d["meta"]
     # --max-concurrency: the capped configurations run (and size their engines) at 1 only.
     assert [(x["config"], x["concurrency"]) for x in d["rows"]] == [
-        ("no-spec", 1), ("no-spec", 2), ("DDTREE-chain", 1), ("DDTREE-auto", 1)]
+        ("no-spec", 1), ("no-spec", 2), ("DDTREE-chain", 1), ("DDTREE-auto", 1), ("DDTREE-auto=16", 1),
+        ("DDTREE-auto=chain", 1)]
     assert d["meta"]["over_cap"] == {"DDTREE-chain": [2], "DDTREE-auto": [2]}
     assert {x["config"]: x["max_running_requests"] for x in d["rows"]} == {
-        "no-spec": 2, "DDTREE-chain": 1, "DDTREE-auto": 1}
+        "no-spec": 2, "DDTREE-chain": 1, "DDTREE-auto": 1, "DDTREE-auto=16": 1, "DDTREE-auto=chain": 1}
     # (A time, not asserted positive: on a busy CPU the prefill-only pass can outlast the decode.)
     assert all(math.isfinite(x["ms_per_step"]) and x["steps"] >= 1 for x in d["rows"])
     assert d["meta"]["ddtree_args"] == {"speculative_ddtree_topk": 2}
@@ -148,11 +150,16 @@ def test_step_cost_smoke_with_the_tiny_pair(tmp_path):
         assert prof["decode_steps"][0] < prof["decode_steps"][1] <= 7, prof
     assert d["meta"]["auto_table"] == {"given": [str(given)], "merged": "sc.auto-table.json"}
     merged = json.loads((tmp_path / "sc.auto-table.json").read_text())["rows"]
-    here = {(x["config"], x["concurrency"]): x["ms_per_step"] for x in d["rows"] if x["config"] != "DDTREE-auto"}
+    here = {(x["config"], x["concurrency"]): x["ms_per_step"] for x in d["rows"]
+            if not x["config"].startswith("DDTREE-auto")}
     assert {(x["config"], x["concurrency"], x["ms_per_step"]) for x in merged} == \
         {("DDTREE-16", 1, 1.0)} | {(c, n, ms) for (c, n), ms in here.items()}
     auto = rows["DDTREE-auto"]["timed"]
     assert sum(v for k, v in auto.items() if k.startswith("choice_")) == auto["steps"] >= 1, auto
+    for pin in ("16", "chain"):  # every timed step of a pinned row verified its choice
+        x = rows[f"DDTREE-auto={pin}"]
+        assert x["pinned"] == pin and "failed" not in x, x
+        assert {k: v for k, v in x["timed"].items() if k.startswith("choice_")} == {f"choice_{pin}": x["timed"]["steps"]}
 
 
 @pytest.mark.parametrize("spec,msg", [("DFLASH", "CONFIG=N"), ("DFLASH=0", "CONFIG=N"), ("DFLASH=x", "CONFIG=N"),
@@ -353,3 +360,17 @@ def test_step_cost_config_args_apply_to_one_label():
     for bad in ["DDTREE-32:page_size=16", "DFLASH page_size=16", "DFLASH:=1"]:
         with pytest.raises(SystemExit, match="--config-arg"):
             sc.parse_config_args([bad], ["DFLASH", "DDTREE-16"])
+
+
+def test_step_cost_pin_needs_the_table_before_any_engine(tmp_path):
+    """--pin serves budgets of --auto-table in DDTREE-auto's engine: without the table, or naming
+    a budget the table lacks, the sweep stops before any engine starts."""
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"meta": {}, "rows": [{"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 1.0}]}))
+    base = [sys.executable, str(ROOT / "benchmark" / "ddtree" / "step_cost.py"), "--target-path", str(tmp_path),
+            "--drafter-path", str(tmp_path), "--out", str(tmp_path / "o.json"), "--configs", "DDTREE-16", "DDTREE-auto"]
+    for extra, msg in ((["--pin", "16"], "--pin needs --auto-table"),
+                       (["--pin", "32", "--auto-table", str(table)], "a budget of --auto-table [16]")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "o.json").exists()
