@@ -8,9 +8,10 @@
 # (25c7b85's chain and budget 64, results/2026-12-03c/call4b; e4a8476's budget 16,
 # results/2026-12-04b/call1), at 1 and 16 requests. Carry the bundle and the GSM8K v2 trace
 # (assets' drafter and the other traces moved aside). A second call with CONFIGS=no-spec gives the
-# no-speculation rows.
+# no-speculation rows; TRACE=benchmark/ddtree/traces/v2/{humaneval,mt_bench}.pt the other sets
+# (carry that trace instead).
 here=$(dirname "$0")
 T=benchmark/ddtree/results
-TRACE=benchmark/ddtree/traces/v2/gsm8k.pt CONFIGS=${CONFIGS:-DDTREE-auto DFLASH} CONC=${CONC:-1 4 16} \
+TRACE=${TRACE:-benchmark/ddtree/traces/v2/gsm8k.pt} CONFIGS=${CONFIGS:-DDTREE-auto DFLASH} CONC=${CONC:-1 4 16} \
   PIN=${PIN-chain 16 64} AUTO_TABLE="$T/2026-12-03c/call4b/step_cost.json $T/2026-12-04b/call1/step_cost.json" \
   CASE_TIMEOUT=${CASE_TIMEOUT:-420} bash $here/../2026-12-04/replay.sh
