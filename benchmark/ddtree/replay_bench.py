@@ -223,7 +223,7 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
             if before is not None and after is not None:
                 timed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
                 row["timed"] = timed
-                choices = {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")}
+                choices = sc.choices_of(timed)
                 if choices or kw.get("speculative_ddtree_budget") == "auto":
                     row["choices"] = choices
                 sc.Pins.check(row, pin, choices)
@@ -420,11 +420,6 @@ def check_auto(configs: List[str], tables) -> None:
         raise SystemExit(f"{PROG}: --auto-table {' '.join(map(str, tables))}: no DDTREE-<budget> rows")
 
 
-def check_pins(pins: List[str], configs: List[str], tables) -> None:
-    """``step_cost.check_pins`` said as this script's."""
-    sc.check_pins(pins, configs, tables, PROG)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, help="a drafter trace (TraceSet .pt, docs/traces.md)")
@@ -472,7 +467,7 @@ def main() -> int:
     sc.check_configs(a.configs, PROG)
     if not a.child:
         check_auto(a.configs, a.auto_table)
-        check_pins(a.pin, a.configs, a.auto_table)
+        sc.check_pins(a.pin, a.configs, a.auto_table, PROG)
     import torch
 
     target, drafter = sc.engine_paths(a)

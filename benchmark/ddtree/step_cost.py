@@ -303,7 +303,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
                 rows[-1]["timed"] = {k: v for k, v in timed.items() if not k.startswith("phase_")}
                 if phases is not None:
                     rows[-1]["phase_ms"] = phases
-                Pins.check(rows[-1], pin, {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")})
+                Pins.check(rows[-1], pin, choices_of(timed))
             if profile:
                 rows[-1]["profile"] = _profile_pass(engine, prompts, decode_tokens, dev == "cuda")
             print(f"[step_cost] {json.dumps(rows[-1])}", flush=True)
@@ -323,6 +323,12 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
         engine.shutdown()
         pinning.close()
     return rows
+
+
+def choices_of(timed: dict) -> dict:
+    """Budget auto's steps per choice (``{"chain": n, "16": m}``) from :func:`_ddtree_counts`
+    differences."""
+    return {k[len("choice_"):]: v for k, v in timed.items() if k.startswith("choice_")}
 
 
 class Pins:
@@ -376,7 +382,8 @@ class Pins:
 
     @staticmethod
     def check(row: dict, pin: Optional[str], choices: dict) -> None:
-        """A pinned row: ``pinned`` set, and ``failed`` where its timed steps chose anything else."""
+        """A pinned row: ``pinned`` set, and ``failed`` where its timed steps (``choices``,
+        :func:`choices_of`) chose anything else."""
         if pin is None:
             return
         row["pinned"] = pin

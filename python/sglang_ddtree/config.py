@@ -145,8 +145,8 @@ TEST_POOL_COUNTS = _declare(
 TEST_FP32_NORMS = _declare(
     "SGLANG_DDTREE_TEST_FP32_NORMS", "test", "bool", False,
     "RMSNorm, GemmaRMSNorm and RotaryEmbedding on CUDA run sglang's native torch paths for float32 "
-    "inputs, and the GatedDeltaNet chunked prefill (float32 refused upstream) runs in bf16 "
-    "(testing/fp32_norms.py): sgl_kernel's norm and rope kernels take bf16 / fp16 only, so a "
+    "inputs, and the GatedDeltaNet prefill (float32 refused upstream) runs a float32 torch prefill "
+    "(testing/fp32_norms.py, testing/gdn_prefill_fp32.py): sgl_kernel's norm and rope kernels take bf16 / fp16 only, so a "
     "float32 tiny hybrid target and its DFlash drafter can serve on the GPU for exact lossless checks.")
 TEST_FORK_CHILDREN = _declare(
     "SGLANG_DDTREE_TEST_FORK_CHILDREN", "test", "bool", False,

@@ -108,7 +108,7 @@ class DDTreeWorker(DFlashWorkerV2):
             logger.info("DDTREE: budget auto over %s (chain fallback: %s), step costs from %s",
                         self.policy.budgets, self.policy.chain, server_args.speculative_ddtree_step_cost)
         # Benchmarks only: every step verifies what a file names (SGLANG_DDTREE_BENCH_PIN).
-        self._pin, self._pinned = None, False
+        self._pin = None
         if BENCH_PIN.get():
             if self.policy is None:
                 raise ValueError(f"{BENCH_PIN.name} pins budget auto's choice: it needs "
@@ -255,8 +255,8 @@ class DDTreeWorker(DFlashWorkerV2):
         req_to_token = self.model_runner.req_to_token_pool.req_to_token
         # Fixed budget: the server's verify width; budget auto: this step's (at most the server's,
         # whose KV window the scheduler reserved; a narrower step uses its first positions).
-        choice, budget, width, max_siblings = self._step_shape(bs)
-        pinned = self._pinned  # a benchmark's pinned step verifies as a fixed-budget engine's: no shadow, no profile
+        # (pinned: a benchmark's pinned step verifies as a fixed-budget engine's: no shadow, no profile)
+        choice, budget, width, max_siblings, pinned = self._step_shape(bs)
         window = assign_extend_cache_locs_func(
             req_pool_indices=batch.req_pool_indices, req_to_token=req_to_token, start_offset=prefix_lens,
             end_offset=prefix_lens + width, batch_size=bs, draft_token_num=width, device=self.device,
@@ -400,17 +400,16 @@ class DDTreeWorker(DFlashWorkerV2):
         return None, int(prefix_lens.sum()) + prefix_lens.shape[0] * block
 
     def _step_shape(self, bs: int):
-        """``(choice, budget, verify width, max siblings)`` of this step: the fixed budget, or the
-        budget policy's choice (the chain: one candidate per depth, at DFLASH's block width), or the
-        choice a benchmark's pin file names (``self._pinned`` then True for this step)."""
+        """``(choice, budget, verify width, max siblings, pinned)`` of this step: the fixed budget,
+        or the budget policy's choice (the chain: one candidate per depth, at DFLASH's block width),
+        or the choice a benchmark's pin file names (``pinned`` True)."""
         if self.policy is None:
-            return self.budget, self.budget, self.width, None
+            return self.budget, self.budget, self.width, None, False
         pin = self._pin.get() if self._pin is not None else None
-        self._pinned = pin is not None
-        choice = pin if self._pinned else self.policy.choose(bs)
+        choice = self.policy.choose(bs) if pin is None else pin
         if choice == CHAIN:
-            return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1
-        return choice, int(choice), verify_width(int(choice), self.block_size), None
+            return choice, self.max_depth, verify_width(self.max_depth, self.block_size), 1, pin is not None
+        return choice, int(choice), verify_width(int(choice), self.block_size), None, pin is not None
 
     def _target_tokens(self, logits: torch.Tensor, batch) -> torch.Tensor:
         """``[bs, W]`` the target's token per verify position: argmax for greedy requests, one

@@ -174,10 +174,10 @@ def test_pins_name_choices_of_the_table(tmp_path):
     table = tmp_path / "t.json"
     table.write_text(json.dumps({"meta": {}, "rows": [
         dict(config=c, concurrency=1, ms_per_step=1.0) for c in ("DDTREE-chain", "DDTREE-16", "DDTREE-64")]}))
-    rb.check_pins([], ["DFLASH"], None)  # nothing pinned: nothing to check
-    rb.check_pins(["chain", "16", "64"], ["DFLASH", "DDTREE-auto"], [table])
+    rb.sc.check_pins([], ["DFLASH"], None, rb.PROG)  # nothing pinned: nothing to check
+    rb.sc.check_pins(["chain", "16", "64"], ["DFLASH", "DDTREE-auto"], [table], rb.PROG)
     for pins, msg in ((["32"], r"\[16, 64\]"), (["16", "16"], "each once"), (["sixteen"], "a budget")):
         with pytest.raises(SystemExit, match=msg):
-            rb.check_pins(pins, ["DDTREE-auto"], [table])
+            rb.sc.check_pins(pins, ["DDTREE-auto"], [table], rb.PROG)
     with pytest.raises(SystemExit, match="add DDTREE-auto"):
-        rb.check_pins(["16"], ["DDTREE-16"], [table])
+        rb.sc.check_pins(["16"], ["DDTREE-16"], [table], rb.PROG)

@@ -102,7 +102,7 @@ def test_a_pin_file_sets_each_steps_choice(tmp_path):
     pin = tmp_path / "pin"
     w._pin = PinnedChoice(str(pin), w.policy.budgets, w.policy.chain)
     steps_before = w.policy.steps
-    assert w._step_shape(1)[0] == 32 and not w._pinned  # absent: the policy (no estimate yet: the largest)
+    assert w._step_shape(1)[::4] == (32, False)  # absent: the policy (no estimate yet: the largest)
     assert w.policy.steps == steps_before + 1
 
     def pin_to(word, bump):
@@ -111,12 +111,12 @@ def test_a_pin_file_sets_each_steps_choice(tmp_path):
         os.utime(pin, ns=(st.st_atime_ns, st.st_mtime_ns + bump * 10**9))  # (a coarse clock)
 
     pin_to("chain", 1)
-    assert w._step_shape(1) == (CHAIN, 15, 16, 1) and w._pinned
+    assert w._step_shape(1) == (CHAIN, 15, 16, 1, True)
     pin_to("8\n", 2)
-    assert w._step_shape(1) == (8, 8, 16, None) and w._pinned
+    assert w._step_shape(1) == (8, 8, 16, None, True)
     assert w.policy.steps == steps_before + 1  # pinned steps never consult the policy
     pin_to("auto", 3)
-    assert w._step_shape(1)[0] == 32 and not w._pinned
+    assert w._step_shape(1)[::4] == (32, False)
     pin_to("16", 4)
     with pytest.raises(ValueError, match=r"pin.*'16'.*\[8, 32\]"):
         w._step_shape(1)

@@ -35,6 +35,7 @@ tree is built and :meth:`BudgetPolicy.record` after acceptance.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -261,8 +262,6 @@ class PinnedChoice:
         raise ValueError(f"{self.path}: {word!r} is not 'auto', 'chain' or a budget of the table {list(self.budgets)}")
 
     def get(self) -> Optional[Choice]:
-        import os
-
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
