@@ -8,7 +8,7 @@
 #                          [--print] [-- EXTRA SGLANG FLAGS...]
 #
 # --step-cost: the budget-auto table measured for this model on this GPU (step_cost.py), mounted
-# read-only into each container (--speculative-ddtree-budget auto); without it, budget 16.
+# read-only into each container (--speculative-ddtree-budget auto); without it, budget 15.
 # --print: print the docker commands instead of running them.
 set -euo pipefail
 TARGET="" DRAFT="" TP=2 REPLICAS=4 STEP_COST="" IMAGE=sglang-ddtree:0.1.0.dev0 BASE_PORT=30000 GPUS=8 PRINT=0

@@ -8,7 +8,7 @@
 # --model / --draft: the target and the DFlash drafter (default /models/target, /models/drafter,
 # mounted volumes); --tp: tensor-parallel size (default 1); --port (default 30000); --step-cost:
 # a step-cost table from benchmark/ddtree/step_cost.py for this model and GPU, which turns on
-# --speculative-ddtree-budget auto (default: the fixed budget 16); --print: print the command
+# --speculative-ddtree-budget auto (default: the fixed budget 15); --print: print the command
 # instead of running it. Everything after `--` goes to sglang unchanged.
 set -euo pipefail
 MODEL=/models/target DRAFT=/models/drafter TP=1 PORT=30000 STEP_COST="" PRINT=0

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 ALGORITHM = "DDTREE"
 # Budget 32 costs more step time over 16 than the acceptance it adds in the measured sweeps
 # (benchmark/ddtree/RESULTS.md: step cost and acceptance tables).
-DEFAULT_BUDGET = 16
+DEFAULT_BUDGET = 15
 DEFAULT_TOPK = 8
 MAX_BUDGET = 1024
 # Marked on a ServerArgs while a release that resolves in ``__post_init__`` resolves it (see

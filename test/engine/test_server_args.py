@@ -44,10 +44,10 @@ def resolved(args):
 
 def test_defaults_and_verify_width(server_args_cls):
     a = _args(server_args_cls)
-    assert a.speculative_ddtree_budget == 16
+    assert a.speculative_ddtree_budget == 15  # DEFAULT_BUDGET
     assert a.speculative_ddtree_topk == 8
     assert a.speculative_ddtree_max_depth == 15  # block 16 - 1
-    assert a.speculative_num_draft_tokens == 17  # budget + root
+    assert a.speculative_num_draft_tokens == 16  # budget + root
     small = _args(server_args_cls, speculative_ddtree_budget=8)
     assert small.speculative_num_draft_tokens == 16  # at least one draft block
 
@@ -152,7 +152,7 @@ def test_hybrid_target_served_through_the_snapshot_path_when_asked(server_args_c
     a = _hybrid(server_args_cls, speculative_ddtree_gdn_mode="snapshot")
     assert is_hybrid_target(a)
     assert a.speculative_ddtree_gdn_mode == "snapshot"
-    assert a.speculative_num_draft_tokens == 17
+    assert a.speculative_num_draft_tokens == 16
 
 
 def test_cli_has_the_flags(server_args_cls):
@@ -242,7 +242,7 @@ def test_a_dflash2_drafter_is_refused_at_launch_naming_the_reason(server_args_cl
     shutil.copytree(drafter, plain)
     cfg["architectures"] = ["DFlashDraftModel"]
     (plain / "config.json").write_text(json.dumps(cfg))
-    assert _args(server_args_cls, speculative_draft_model_path=str(plain)).speculative_num_draft_tokens == 17
+    assert _args(server_args_cls, speculative_draft_model_path=str(plain)).speculative_num_draft_tokens == 16
 
 
 def test_resolved_arguments_are_read_from_one_view_per_resolved_record(server_args_cls):
@@ -256,6 +256,6 @@ def test_resolved_arguments_are_read_from_one_view_per_resolved_record(server_ar
         return
     a.resolve_once()
     view = releases.resolved(a)
-    assert view is releases.resolved(a) and view.speculative_ddtree_budget == 16 and a.speculative_ddtree_budget is None
+    assert view is releases.resolved(a) and view.speculative_ddtree_budget == 15 and a.speculative_ddtree_budget is None
     with pytest.raises(AttributeError, match="read-only"):
         view.speculative_ddtree_budget = 8

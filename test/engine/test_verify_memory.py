@@ -187,7 +187,7 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     per_position = (cfg["vocab_size"] * 4 * 2 + gdn * ((2 * hk * dk + hv * dv) * 4 + hv * dv * 4 + hv * 4)
                     + cfg["max_position_embeddings"] * 9 + cfg["num_attention_heads"] * 8 * (cfg["head_dim"] + 1) * 4)
     need = MARGIN * 1024 * ddtree.speculative_num_draft_tokens * per_position / MIB
-    assert ddtree.speculative_num_draft_tokens == 17
+    assert ddtree.speculative_num_draft_tokens == 16
     assert ddtree.mem_fraction_static == round(plain - need / gpu, 3) < plain
     given = server_args_cls(**base, **spec, mem_fraction_static=0.5)
     assert given.mem_fraction_static == 0.5

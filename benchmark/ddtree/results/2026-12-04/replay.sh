@@ -27,7 +27,7 @@ if [[ ! -f $TRACE ]]; then
        "carry it in the checkout (or set TRACE=path)" | tee $R/rc.txt
   exit 2
 fi
-CAP=(); [[ " $CONFIGS " == *" DFLASH "* ]] && CAP=(--max-concurrency DFLASH=16)  # (a cap must name a listed config)
+CAP=(); [[ " $CONFIGS " == *" DFLASH "* ]] && CAP=(--max-concurrency DFLASH=${DFLASH_CAP:-16})  # (a cap must name a listed config)
 t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
