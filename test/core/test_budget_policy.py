@@ -78,11 +78,44 @@ def test_choice_explores_then_picks_the_best_tokens_per_ms():
 def test_refresh_and_chain_steps():
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
     p = BudgetPolicy(t, refresh_every=3, flush_every=1)
-    p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})
+    for c, v in {8: 1.0, 32: 1.0, CHAIN: 5.0}.items():
+        p._update(c, v, 1)
     # The refresh at step 3 verifies the next budget above the chain (8), not the largest (32).
     assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 8, CHAIN, CHAIN, CHAIN]
     p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only
-    assert p.expected(CHAIN) == pytest.approx(0.98 * 5.0 + 0.02 * 2.0) and p.expected(8) == 1.0
+    assert p.expected(CHAIN) == pytest.approx((0.99 * 5.0 + 2.0) / (0.99 + 1)) and p.expected(8) == 1.0
+
+
+def test_estimates_are_decayed_means_of_every_step():
+    """``sum decay^age x / sum decay^age``: the first step weighs as any other at its age."""
+    p = BudgetPolicy(_table([("DDTREE-2", 1, 1.0)]), decay=0.5)
+    p._update(2, 0.0, 1)
+    p._update(2, 3.0, 2)  # two request-steps of mean 3: (0.25 * 0 + 2 * 3) / (0.25 + 2)
+    assert p.expected(2) == pytest.approx(6 / 2.25)
+
+
+def test_one_unlucky_first_step_does_not_trap_the_chain():
+    """The first step verifies the largest budget and accepts nothing, so every estimate starts
+    at 0 and the chain (cheapest) is chosen; the trees accept 3 drafts a step from then on, the
+    chain 1. The first refresh of budget 8 must make it the choice: its estimate is the mean of
+    its two steps (0 and 3), not the first step's 0 moved 1% towards 3."""
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 1.2), ("DDTREE-chain", 1, 0.9)])
+    p = BudgetPolicy(t, refresh_every=4, flush_every=1)
+    path = lambda n: torch.tensor([list(range(n + 1)) + [-1] * (8 - n)])  # noqa: E731
+    assert p.choose(1) == 32
+    p.record(32, path(0), torch.tensor([0]), chain_accept=torch.tensor([0]))
+    choices = []
+    for _ in range(12):
+        c = p.choose(1)
+        choices.append(c)
+        if c == CHAIN:
+            p.record(CHAIN, path(1), torch.tensor([1]))
+        else:
+            p.record(c, path(3), torch.tensor([3]), chain_accept=torch.tensor([1]))
+    assert choices[:3] == [CHAIN] * 3 and choices[3] == 8  # the refresh
+    # (3 + 1) / 1.0 ms beats the chain's (1 + 1) / 0.9: no chain step after the refresh (one
+    # refresh of 32 follows the change of choice; 32 accepts no more than 8 and costs more).
+    assert CHAIN not in choices[3:] and choices[4:].count(8) >= 7, choices
 
 
 def test_budgets_are_candidates_only_up_to_their_largest_measured_concurrency():

@@ -16,7 +16,9 @@ measured it at (a sweep caps big budgets where they do not fit; their cost beyon
 not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
 engine path and is not used.)
 
-The expected accepted drafts come from the running acceptance profile, which the verified trees
+The expected accepted drafts come from the running acceptance profile (per candidate the mean
+accepted drafts per request-step, each step weighted ``decay ** age`` and the sum divided by the
+summed weights: :meth:`BudgetPolicy._update`), which the verified trees
 give exactly for every smaller budget: DDTree trees are prefix-closed in best-first order (node
 ``i`` of a budget-``B`` tree is verify position ``i + 1``, and a node's position is larger than
 its parent's), so the budget-``b`` tree is the first ``b`` nodes, and the path it would have
@@ -51,7 +53,7 @@ class BudgetPolicy:
     """Per-step choice among ``budgets`` (ascending) and, if ``chain``, the DFLASH chain."""
 
     table: StepCostTable
-    decay: float = 0.98  # weight of the old estimate per recorded request-step
+    decay: float = 0.99  # weight of an observation per request-step of age
     refresh_every: int = 64
     max_refresh_every: int = 1024
     # Steps between read-backs of the device-side sums. On a GPU the read-back is an
@@ -65,6 +67,8 @@ class BudgetPolicy:
     chain: bool = True
     steps: int = 0
     _mean: Dict[Choice, float] = field(default_factory=dict)
+    _num: Dict[Choice, float] = field(default_factory=dict)  # decayed sum of accepted drafts
+    _den: Dict[Choice, float] = field(default_factory=dict)  # decayed count of request-steps
     _sums: Optional[torch.Tensor] = None  # [candidates] accepted drafts since the last read-back (device)
     _counts: List[int] = field(default_factory=list)  # request-steps behind each sum (host-known)
     _budgets_dev: Optional[torch.Tensor] = None
@@ -222,12 +226,14 @@ class BudgetPolicy:
                 self._update(c, total / n, n)
 
     def _update(self, c: Choice, value: float, weight: int) -> None:
-        old = self._mean.get(c)
-        if old is None:
-            self._mean[c] = value
-        else:
-            w = self.decay ** weight
-            self._mean[c] = w * old + (1 - w) * value
+        """Fold ``weight`` request-steps of mean ``value`` into ``c``'s estimate: the decayed mean
+        ``sum decay^age x / sum decay^age`` over every request-step recorded for ``c`` (the
+        older ones decayed by ``decay ** weight``), so each step counts alike at its age, the
+        first one included."""
+        w = self.decay ** weight
+        self._num[c] = w * self._num.get(c, 0.0) + value * weight
+        self._den[c] = w * self._den.get(c, 0.0) + weight
+        self._mean[c] = self._num[c] / self._den[c]
 
     def snapshot(self) -> dict:
         return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain, "refresh_interval": self._interval,
