@@ -1,5 +1,6 @@
 #!/bin/bash
-# Prepared, not run. nvidia-h200 (needs_h200: DFLASH at 16 requests does not fit an H100 at 27B
+# Prepared, not run on an H200 (one request ran on an H100: call10.sh). nvidia-h200 (needs_h200:
+# DFLASH at 16 requests does not fit an H100 at 27B
 # shapes), ~9.5 min. Issue 29's goals at 1 and 16 requests with their spread: DDTREE-16's ratio
 # to DFLASH has read 0.84x (59cafef), 0.92x (297ecb6) and 0.94x (e4a8476) with no change to the
 # step between them, one engine each per call. Here DFLASH, DDTREE-16, DDTREE-15 (a verify of 16
