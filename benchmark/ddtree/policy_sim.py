@@ -1,26 +1,44 @@
 """Budget auto offline: what ``--speculative-ddtree-budget auto`` (``core/budget_policy.py``,
 :class:`BudgetPolicy`) chooses on recorded drafter traces (``core/traces.py``) and the tokens per
-ms it serves, beside every fixed choice, at concurrency 1.
+ms it serves, beside every fixed choice, at one or several concurrencies (``--concurrency``).
 
-Requests are served one after another, in trace order, by one policy object that persists across
-them (as in a server). Every decode step of a request at state ``p``: the policy chooses
-(``choose(1)``); the step builds the chosen configuration's tree (a budget's tree, or
+Requests are served by one policy object that persists across them (as in a server), in trace
+order, ``N`` at a time in lockstep (``--concurrency N``, default 1: one after another): ``N``
+slots and a queue; a slot whose request finished takes the next request of the order at the next
+step; the run ends when the order is exhausted and every slot is empty. Each step the policy
+chooses once for the batch (``choose(bs)``, ``bs`` the requests decoding in it); every active
+request at its own state ``p`` takes its own step with that choice: the step builds the chosen configuration's tree (a budget's tree, or
 :data:`CHAIN`: top-1, budget = depth) from the trace's proposal at ``p`` and walks it, exactly as
 ``core/trace_sim.py`` does (:func:`trace_sim.step_trees`, :func:`trace_sim.trace_targets`,
 :func:`accept.tree_walk`); the policy records what the worker records (``worker.py``): the
 accepted path's verify positions, the accept length and, for a tree step, the shadow chain's
-accept (``core/shadow_chain.py``, from the tree's ranks, the rank-0 proposals and the bonus);
-the request moves on by ``min(a + 1, T - p)`` tokens; the step costs the table's ms for the
-choice at 1 request. A fixed choice is the same loop with the choice pinned (no record, as a
-pinned step of the engine).
+accept (``core/shadow_chain.py``, from the tree's ranks, the rank-0 proposals and the bonus),
+of all ``bs`` requests in one ``record`` call (rows stacked in slot order; ``chain_accept`` None
+on a chain step); each request moves on by ``min(a + 1, T - p)`` tokens; the step costs
+``table.cost(choice, bs)``. A fixed choice is the same loop with the choice pinned (no record,
+as a pinned step of the engine); a fixed choice's per-request steps do not depend on batching.
 
-Reported per trace and choice: tokens per step ``sum T / steps`` (sglang's accept length, the
-prefill's token counted), ms per step, tokens per ms ``sum T / sum ms`` (the prefill not charged),
-the ratio of tokens per ms to the best fixed choice's and, for auto, the steps per choice. The
-row ``best fixed per request`` serves each request with the fixed choice cheapest for it (what a
-per-request choice could reach). By default every request is served once, in trace order;
-``--round-requests / --rounds / --warmup-requests`` serve ``replay_bench.py``'s order instead
-(an untimed warm-up, then rounds cycling through the trace's first requests).
+Step costs: ``--table`` (``step_cost.py`` JSON, one or several merged as ``replay_bench.py
+--auto-table`` merges them: a later table's row in place of an earlier one's for the same
+configuration and concurrency) gives ms per configuration and concurrency,
+:meth:`StepCostTable.cost`: linear between measured concurrencies, flat outside them. A budget
+is a candidate (and a fixed row) at ``bs`` only if the table measured it at ``bs`` requests or
+more (:func:`budget_choice.candidates_at`; with no budget left, the chain). ``--costs
+chain=MS BUDGET=MS ...`` gives one ms per choice, the same at every batch size (every budget a
+candidate at every concurrency asked for); per-concurrency costs need ``--table``.
+
+Reported per trace, concurrency and choice: tokens per request-step ``sum T / sum request
+steps`` (sglang's accept length, the prefill's token counted), ms per (batch) step, tokens per ms
+``sum T / sum ms`` (the prefill not charged), tokens per s per request (the mean over requests of
+``T / wall ms``, a request's wall ms the summed ms of the steps it took part in:
+``replay_bench.py``'s ``tok_s_per_request`` without prefill or queueing), the ratio of tokens per
+ms to the best fixed choice's and, for auto, the batch steps per choice. At concurrency 1 only,
+the row ``best fixed per request`` serves each request with the fixed choice cheapest for it
+(what a per-request choice could reach). By default every request is served once, in trace
+order; ``--round-requests / --rounds / --warmup-requests`` serve ``replay_bench.py``'s order
+instead (an untimed warm-up, then rounds cycling through the trace's first requests); the
+warm-up is served to its end before the timed requests start, and the timed rounds form one
+queue (no barrier between rounds).
 
 Exactness limits:
 
@@ -30,8 +48,9 @@ Exactness limits:
 - Read-back timing: the policy folds its sums in every ``flush_every`` steps; on a CPU the fold
   is immediate, on a GPU it waits for an asynchronous copy (a step or more later), so the
   engine's profile may lag the simulated one by a step or so and a choice flip by as much.
-- Step cost is the table's constant ms per choice: no per-step variance, no prefill, no host
-  scheduling; greedy decoding only (the traces are greedy).
+- Step cost is the table's ms per choice and batch size (interpolated between measured
+  concurrencies): no per-step variance, no prefill, no host scheduling, no dependence on the
+  requests' context lengths; greedy decoding only (the traces are greedy).
 
 Policy variants (``--variant``): ``base`` (:class:`BudgetPolicy` with keyword overrides) and
 ``paired`` (:class:`PairedPolicy`, defined here: each budget above the smallest is estimated as
@@ -42,6 +61,11 @@ both).
         --costs chain=22.87 16=23.23 64=25.79 --decay 0.98 0.995 --variant paired base:refresh_every=32
     python benchmark/ddtree/policy_sim.py --trace T.pt --table step_cost.json \
         --round-requests 8 --rounds 2 --warmup-requests 4 --json out.json
+    python benchmark/ddtree/policy_sim.py --trace T.pt --table a/step_cost.json b/step_cost.json \
+        --concurrency 1 4 16
+
+``--json``: per trace path (concurrency 1) or ``PATH@N`` (concurrency N > 1) the rows of
+:func:`to_json`.
 """
 
 from __future__ import annotations
@@ -51,7 +75,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -60,10 +84,13 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_ddtree.core import trace_sim  # noqa: E402
 from sglang_ddtree.core.accept import tree_walk  # noqa: E402
-from sglang_ddtree.core.budget_choice import CHAIN, Choice, StepCostTable  # noqa: E402
+from sglang_ddtree.core.budget_choice import CHAIN, Choice, StepCostTable, candidates_at  # noqa: E402
 from sglang_ddtree.core.budget_policy import BudgetPolicy  # noqa: E402
 from sglang_ddtree.core.shadow_chain import shadow_chain_accept  # noqa: E402
 from sglang_ddtree.core.traces import RequestTrace, TraceSet  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import step_cost  # noqa: E402
 
 POLICY_KEYS = {"decay": float, "refresh_every": int, "max_refresh_every": int, "flush_every": int,
                "chain_margin": float, "gain_decay": float}
@@ -135,9 +162,11 @@ class OutcomeCache:
 
 @dataclass
 class RunResult:
-    """A served trace set: ``tokens`` (sum of output lengths T), ``steps``, ``ms``, steps per
-    choice, and per request served (in order) the accepted drafts of every step (``drafts``)
-    and its ms (``request_ms``)."""
+    """A served trace set: ``tokens`` (sum of output lengths T), ``steps`` (batch steps),
+    ``request_steps`` (steps summed over requests), ``ms``, batch steps per choice, and per
+    request served (in ``order``'s order) the accepted drafts of every step (``drafts``), its
+    wall ms (``request_ms``: the ms of the steps it took part in) and its ``T``
+    (``request_tokens``)."""
 
     label: str
     tokens: int = 0
@@ -146,10 +175,13 @@ class RunResult:
     choices: Dict[str, int] = field(default_factory=dict)
     drafts: List[List[int]] = field(default_factory=list)
     request_ms: List[float] = field(default_factory=list)
+    request_steps: int = 0
+    request_tokens: List[int] = field(default_factory=list)
 
     @property
     def tokens_per_step(self) -> float:
-        return self.tokens / self.steps if self.steps else 0.0
+        """Tokens per request-step (sglang's accept length)."""
+        return self.tokens / self.request_steps if self.request_steps else 0.0
 
     @property
     def ms_per_step(self) -> float:
@@ -159,43 +191,93 @@ class RunResult:
     def tokens_per_ms(self) -> float:
         return self.tokens / self.ms if self.ms else 0.0
 
+    @property
+    def tok_s_per_request(self) -> float:
+        """Mean over requests of ``T / wall ms`` in tokens per s (requests of 0 ms left out)."""
+        rates = [1000.0 * t / m for t, m in zip(self.request_tokens, self.request_ms) if m > 0]
+        return sum(rates) / len(rates) if rates else 0.0
+
+
+def _stack(rows: Sequence[torch.Tensor], fill: int) -> torch.Tensor:
+    """Rows ``[1, W_i]`` -> ``[n, max W_i]``, right-padded with ``fill``."""
+    width = max(r.shape[1] for r in rows)
+    if all(r.shape[1] == width for r in rows):
+        return torch.cat(list(rows), 0)
+    out = torch.full((len(rows), width), fill, dtype=rows[0].dtype)
+    for j, r in enumerate(rows):
+        out[j, : r.shape[1]] = r[0]
+    return out
+
+
+def _serve_phase(cache: OutcomeCache, table: StepCostTable, policy: Optional[BudgetPolicy],
+                 pin: Optional[Choice], order: Sequence[int], concurrency: int, res: RunResult) -> None:
+    """Serve ``order`` into ``res``, ``concurrency`` slots in lockstep (module docstring)."""
+    record_chain = policy is not None and policy.chain
+    queue = list(enumerate(order))[::-1]  # (position in order, request index); pop() takes the next
+    slots: List[Optional[list]] = [None] * concurrency  # [position, request, T, p, drafts, ms at start]
+    done: Dict[int, Tuple[List[int], float, int]] = {}
+
+    def finish(slot: list) -> None:
+        done[slot[0]] = (slot[4], res.ms - slot[5], slot[2])
+
+    while True:
+        for k in range(concurrency):
+            while slots[k] is None and queue:
+                n, i = queue.pop()
+                T = int(cache.requests[i].output.shape[0])
+                res.tokens += T
+                slot = [n, i, T, 1, [], res.ms]
+                if T > 1:
+                    slots[k] = slot
+                else:
+                    finish(slot)  # nothing to decode
+        active = [sl for sl in slots if sl is not None]
+        if not active:
+            break
+        bs = len(active)
+        choice = pin if pin is not None else policy.choose(bs)
+        outs = [cache.get(sl[1], choice) for sl in active]
+        accept = [int(o.accept_len[sl[3] - 1]) for sl, o in zip(active, outs)]
+        if policy is not None:
+            rows = lambda name: [getattr(o, name)[sl[3] - 1:sl[3]] for sl, o in zip(active, outs)]  # noqa: E731
+            chain = None if choice == CHAIN or not record_chain else torch.cat(rows("chain_accept"))
+            policy.record(choice, _stack(rows("accepted"), -1), torch.cat(rows("accept_len")), chain_accept=chain)
+        res.steps += 1
+        res.request_steps += bs
+        res.ms += table.cost(choice, bs)
+        res.choices[str(choice)] = res.choices.get(str(choice), 0) + 1
+        for k, sl, a in zip([k for k, sl in enumerate(slots) if sl is not None], active, accept):
+            sl[4].append(a)
+            sl[3] += min(a + 1, sl[2] - sl[3])
+            if sl[3] >= sl[2]:
+                finish(sl)
+                slots[k] = None
+    for n in sorted(done):
+        drafts, ms, T = done[n]
+        res.drafts.append(drafts)
+        res.request_ms.append(ms)
+        res.request_tokens.append(T)
+
 
 def serve(cache: OutcomeCache, table: StepCostTable, policy: Optional[BudgetPolicy] = None,
           pin: Optional[Choice] = None, label: str = "", order: Optional[Sequence[int]] = None,
-          untimed: int = 0) -> RunResult:
-    """Serve the requests of ``cache`` one after another at concurrency 1 (module docstring),
-    ``order`` (request indices; default all, in order): each step chooses with ``policy``
-    (persisting across requests) and records into it, or verifies ``pin`` (no record). Exactly one
-    of ``policy`` and ``pin``. The first ``untimed`` requests of ``order`` are served (the policy
-    learns from them) but not counted in the result."""
+          untimed: int = 0, concurrency: int = 1) -> RunResult:
+    """Serve the requests of ``cache`` at ``concurrency`` (module docstring; 1: one after
+    another), ``order`` (request indices; default all, in order): each step chooses with
+    ``policy`` (persisting across requests) and records into it, or verifies ``pin`` (no record).
+    Exactly one of ``policy`` and ``pin``. The first ``untimed`` requests of ``order`` are served
+    to their end first (the policy learns from them) but not counted in the result. Per-request
+    lists follow ``order``."""
     if (policy is None) == (pin is None):
         raise ValueError("serve: give a policy or a pinned choice, not both")
-    res = RunResult(label=label or (str(pin) if pin is not None else "auto"))
-    record_chain = policy is not None and policy.chain
-    order = range(len(cache.requests)) if order is None else order
-    for n, i in enumerate(order):
-        t = cache.requests[i]
-        if n == untimed:
-            res = RunResult(label=res.label)
-        T = int(t.output.shape[0])
-        res.tokens += T
-        drafts: List[int] = []
-        ms0 = res.ms
-        p = 1
-        while p < T:
-            choice = pin if pin is not None else policy.choose(1)
-            o = cache.get(i, choice)
-            a = int(o.accept_len[p - 1])
-            if policy is not None:
-                chain = None if choice == CHAIN or not record_chain else o.chain_accept[p - 1:p]
-                policy.record(choice, o.accepted[p - 1:p], o.accept_len[p - 1:p], chain_accept=chain)
-            drafts.append(a)
-            res.steps += 1
-            res.ms += table.cost(choice, 1)
-            res.choices[str(choice)] = res.choices.get(str(choice), 0) + 1
-            p += min(a + 1, T - p)
-        res.drafts.append(drafts)
-        res.request_ms.append(res.ms - ms0)
+    if concurrency < 1:
+        raise ValueError(f"serve: concurrency {concurrency} < 1")
+    label = label or (str(pin) if pin is not None else "auto")
+    order = list(range(len(cache.requests)) if order is None else order)
+    if untimed:
+        _serve_phase(cache, table, policy, pin, order[:untimed], concurrency, RunResult(label=label))
+    res = RunResult(label=label)
+    _serve_phase(cache, table, policy, pin, order[untimed:], concurrency, res)
     return res
 
 
@@ -207,8 +289,10 @@ def best_per_request(fixed: Sequence[RunResult]) -> RunResult:
         r = min(fixed, key=lambda f: f.request_ms[i])
         out.ms += r.request_ms[i]
         out.steps += len(r.drafts[i])
+        out.request_steps += len(r.drafts[i])
         out.drafts.append(r.drafts[i])
         out.request_ms.append(r.request_ms[i])
+        out.request_tokens.append(r.request_tokens[i])
         out.choices[r.label] = out.choices.get(r.label, 0) + 1
     return out
 
@@ -292,20 +376,36 @@ def parse_variant(spec: str) -> Tuple[str, Callable[..., BudgetPolicy], Dict[str
 
 # ----------------------------------------------------------------------------- tables, report
 
-def table_from_costs(costs: Sequence[str], concurrency: int = 1) -> StepCostTable:
-    """``["chain=22.87", "16=23.23", ...]`` -> a table with those ms per step at ``concurrency``."""
+def table_from_costs(costs: Sequence[str], concurrency: Union[int, Sequence[int]] = 1) -> StepCostTable:
+    """``["chain=22.87", "16=23.23", ...]`` -> a table with those ms per step at every
+    concurrency of ``concurrency`` (one or several): the same cost at every batch size up to the
+    largest (:meth:`StepCostTable.cost` is flat outside the measured ones)."""
+    levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
     ms: Dict[str, Dict[int, float]] = {}
     for item in costs:
         k, sep, v = item.partition("=")
         if not sep or not (k == CHAIN or k.isdigit()):
             raise ValueError(f"--costs: {item!r} is not chain=MS or BUDGET=MS")
-        ms[f"DDTREE-{k}"] = {concurrency: float(v)}
+        ms[f"DDTREE-{k}"] = {int(c): float(v) for c in levels}
     return StepCostTable(ms)
 
 
-def fixed_choices(table: StepCostTable) -> List[Choice]:
-    """The table's choices at 1 request: the chain (if it has a row), then the budgets."""
-    return ([CHAIN] if table.has_chain() else []) + table.budgets()
+def merged_table(paths: Sequence[Union[str, Path]]) -> StepCostTable:
+    """``step_cost.py`` tables merged in order as ``replay_bench.py --auto-table`` merges them
+    (:func:`step_cost.merge_auto_table`): a later table's row in place of an earlier one's for the
+    same (configuration, concurrency)."""
+    merged: List[dict] = []
+    for path in paths:
+        layer = step_cost.table_rows(Path(path))
+        mine = {(step_cost.base_config(r["config"]), r["concurrency"]) for r in layer}
+        merged = [r for r in merged if (step_cost.base_config(r["config"]), r["concurrency"]) not in mine] + layer
+    return StepCostTable.from_rows(merged)
+
+
+def fixed_choices(table: StepCostTable, concurrency: int = 1) -> List[Choice]:
+    """The table's choices at ``concurrency`` requests: the chain (if it has a row), then the
+    budgets measured at ``concurrency`` or more (:func:`budget_choice.candidates_at`)."""
+    return candidates_at(table, table.budgets(), table.has_chain(), concurrency)
 
 
 def replay_order(n_requests: int, round_requests: Optional[int] = None, rounds: int = 1,
@@ -320,36 +420,45 @@ def replay_order(n_requests: int, round_requests: Optional[int] = None, rounds: 
 
 def evaluate(requests: Sequence[RequestTrace], table: StepCostTable,
              autos: Sequence[Tuple[str, Callable[..., BudgetPolicy], Dict[str, object]]],
-             order: Optional[Sequence[int]] = None, untimed: int = 0) -> dict:
-    """Every fixed choice of ``table`` and every auto ``(label, class, overrides)`` on ``requests``
-    (served as :func:`serve`'s ``order`` / ``untimed``):
-    ``{"fixed": [RunResult], "auto": [RunResult], "best_fixed": RunResult, "per_request":
-    RunResult}`` (:func:`best_per_request`)."""
-    cache = OutcomeCache(requests)
-    fixed = [serve(cache, table, pin=c, order=order, untimed=untimed) for c in fixed_choices(table)]
-    auto = [serve(cache, table, policy=cls(table=table, **kw), label=label, order=order, untimed=untimed)
-            for label, cls, kw in autos]
-    return {"fixed": fixed, "auto": auto, "best_fixed": max(fixed, key=lambda r: r.tokens_per_ms),
-            "per_request": best_per_request(fixed)}
+             order: Optional[Sequence[int]] = None, untimed: int = 0, concurrency: int = 1,
+             cache: Optional[OutcomeCache] = None) -> dict:
+    """Every fixed choice of ``table`` at ``concurrency`` (:func:`fixed_choices`) and every auto
+    ``(label, class, overrides)`` (a fresh policy each) on ``requests`` (served as :func:`serve`'s
+    ``order`` / ``untimed`` / ``concurrency``; ``cache``: an :class:`OutcomeCache` of
+    ``requests`` to reuse): ``{"concurrency": N, "fixed": [RunResult], "auto": [RunResult],
+    "best_fixed": RunResult, "per_request": RunResult or None}`` (:func:`best_per_request`, at
+    concurrency 1 only)."""
+    cache = cache if cache is not None else OutcomeCache(requests)
+    run = dict(order=order, untimed=untimed, concurrency=concurrency)
+    fixed = [serve(cache, table, pin=c, **run) for c in fixed_choices(table, concurrency)]
+    auto = [serve(cache, table, policy=cls(table=table, **kw), label=label, **run) for label, cls, kw in autos]
+    return {"concurrency": concurrency, "fixed": fixed, "auto": auto,
+            "best_fixed": max(fixed, key=lambda r: r.tokens_per_ms),
+            "per_request": best_per_request(fixed) if concurrency == 1 else None}
 
 
 def report(name: str, out: dict) -> str:
     best = out["best_fixed"]
-    lines = [f"== {name}", f"{'choice':<34} {'tok/step':>8} {'ms/step':>8} {'tok/ms':>8} {'/best':>6}  choices"]
-    for r in out["fixed"] + [out["per_request"]] + out["auto"]:
+    lines = [f"== {name}", f"{'choice':<34} {'tok/step':>8} {'ms/step':>8} {'tok/ms':>8} {'tok/s/req':>9} "
+             f"{'/best':>6}  choices"]
+    per = [out["per_request"]] if out.get("per_request") is not None else []
+    for r in out["fixed"] + per + out["auto"]:
         ch = "" if r in out["fixed"] else " ".join(f"{k}:{v}" for k, v in r.choices.items())
-        ch += " (requests)" if r is out["per_request"] else ""
+        ch += " (requests)" if r in per else ""
         lines.append(f"{r.label:<34} {r.tokens_per_step:8.4f} {r.ms_per_step:8.3f} {r.tokens_per_ms:8.5f} "
-                     f"{r.tokens_per_ms / best.tokens_per_ms:6.4f}  {ch}")
+                     f"{r.tok_s_per_request:9.2f} {r.tokens_per_ms / best.tokens_per_ms:6.4f}  {ch}")
     return "\n".join(lines)
 
 
 def to_json(out: dict) -> dict:
     row = lambda r: {"label": r.label, "tokens": r.tokens, "steps": r.steps, "ms": r.ms,  # noqa: E731
                      "tokens_per_step": r.tokens_per_step, "ms_per_step": r.ms_per_step,
-                     "tokens_per_ms": r.tokens_per_ms, "choices": r.choices}
-    return {"fixed": [row(r) for r in out["fixed"]], "auto": [row(r) for r in out["auto"]],
-            "best_fixed": out["best_fixed"].label, "per_request": row(out["per_request"])}
+                     "tokens_per_ms": r.tokens_per_ms, "tok_s_per_request": r.tok_s_per_request,
+                     "request_steps": r.request_steps, "choices": r.choices}
+    per = out.get("per_request")
+    return {"concurrency": out.get("concurrency", 1), "fixed": [row(r) for r in out["fixed"]],
+            "auto": [row(r) for r in out["auto"]], "best_fixed": out["best_fixed"].label,
+            "per_request": row(per) if per is not None else None}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
@@ -357,8 +466,16 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", nargs="+", required=True, help="trace files (core/traces.py)")
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--costs", nargs="+", help="ms per step at 1 request: chain=MS BUDGET=MS ...")
-    src.add_argument("--table", help="step_cost.py JSON (rows: config, concurrency, ms_per_step)")
+    src.add_argument("--costs", nargs="+",
+                     help="ms per step, the same at every batch size: chain=MS BUDGET=MS ... "
+                          "(per-concurrency costs: --table)")
+    src.add_argument("--table", nargs="+",
+                     help="step_cost.py JSON (rows: config, concurrency, ms_per_step); several are merged in "
+                          "order, a later table's row in place of an earlier one's (as replay_bench.py "
+                          "--auto-table); cost linear between measured concurrencies, flat outside; a budget "
+                          "only at batch sizes up to the largest it was measured at")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1],
+                    help="requests decoding in lockstep (N slots and a queue); one report per value")
     ap.add_argument("--decay", nargs="+", type=float, default=None,
                     help="one base-policy auto row per value (default: the policy's own)")
     ap.add_argument("--refresh-every", type=int)
@@ -374,7 +491,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
 
-    table = table_from_costs(args.costs) if args.costs else StepCostTable.from_json(args.table)
+    if any(n < 1 for n in args.concurrency):
+        ap.error("--concurrency: values must be >= 1")
+    table = (table_from_costs(args.costs, sorted({1, max(args.concurrency)})) if args.costs
+             else merged_table(args.table))
     common = {k: v for k, v in (("refresh_every", args.refresh_every), ("max_refresh_every", args.max_refresh_every),
                                 ("flush_every", args.flush_every), ("chain_margin", args.chain_margin))
               if v is not None}
@@ -391,9 +511,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     for path in args.trace:
         ts = TraceSet.load(path)
         order, untimed = replay_order(len(ts.requests), args.round_requests, args.rounds, args.warmup_requests)
-        out = evaluate(ts.requests, table, autos, order, untimed)
-        print(report(f"{path} ({len(ts.requests)} requests, {ts.positions} positions)", out), flush=True)
-        results[path] = to_json(out)
+        cache = OutcomeCache(ts.requests)
+        for n in args.concurrency:
+            out = evaluate(ts.requests, table, autos, order, untimed, concurrency=n, cache=cache)
+            print(report(f"{path} ({len(ts.requests)} requests, {ts.positions} positions), concurrency {n}", out),
+                  flush=True)
+            results[path if n == 1 else f"{path}@{n}"] = to_json(out)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return results

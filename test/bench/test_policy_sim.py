@@ -1,7 +1,9 @@
-"""benchmark/ddtree/policy_sim.py: budget auto served offline on a recorded trace at concurrency
-1 — pinned choices reproduce core/trace_sim.simulate, a one-candidate table makes auto that
-fixed choice, the shadow chain agrees with the chain where it is not censored, and the variants'
-estimators give their documented values."""
+"""benchmark/ddtree/policy_sim.py: budget auto served offline on a recorded trace — pinned choices
+reproduce core/trace_sim.simulate, a one-candidate table makes auto that fixed choice, the shadow
+chain agrees with the chain where it is not censored, the variants' estimators give their
+documented values; at concurrency 1 the lockstep loop is the sequential one exactly, at N > 1 a
+pinned choice's per-request drafts do not change, and the batch size the policy sees never
+exceeds N and drains as the queue empties."""
 
 from __future__ import annotations
 
@@ -131,3 +133,152 @@ def test_cli_json(tmp_path):
     assert [r["label"] for r in row["fixed"]] == ["chain", "16", "64"]
     assert [r["label"] for r in row["auto"]] == ["auto[decay=0.98]", "auto[decay=0.99]", "paired"]
     assert row["best_fixed"] in ("chain", "16", "64")
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+def _serve_sequential(cache, table, policy=None, pin=None, order=None, untimed=0):
+    """policy_sim.serve as it was before --concurrency (one request after another): the reference."""
+    res = ps.RunResult(label=str(pin) if pin is not None else "auto")
+    record_chain = policy is not None and policy.chain
+    order = range(len(cache.requests)) if order is None else order
+    for n, i in enumerate(order):
+        t = cache.requests[i]
+        if n == untimed:
+            res = ps.RunResult(label=res.label)
+        T = int(t.output.shape[0])
+        res.tokens += T
+        drafts, ms0, p = [], res.ms, 1
+        while p < T:
+            choice = pin if pin is not None else policy.choose(1)
+            o = cache.get(i, choice)
+            a = int(o.accept_len[p - 1])
+            if policy is not None:
+                chain = None if choice == CHAIN or not record_chain else o.chain_accept[p - 1:p]
+                policy.record(choice, o.accepted[p - 1:p], o.accept_len[p - 1:p], chain_accept=chain)
+            drafts.append(a)
+            res.steps += 1
+            res.ms += table.cost(choice, 1)
+            res.choices[str(choice)] = res.choices.get(str(choice), 0) + 1
+            p += min(a + 1, T - p)
+        res.drafts.append(drafts)
+        res.request_ms.append(res.ms - ms0)
+    return res
+
+
+def _same(a, b):
+    assert (a.tokens, a.steps, a.ms, a.choices, a.drafts, a.request_ms) == \
+        (b.tokens, b.steps, b.ms, b.choices, b.drafts, b.request_ms)
+
+
+@pytest.mark.parametrize("cls", list(ps.VARIANTS.values()))
+def test_concurrency_one_is_sequential(cache, cls):
+    table = ps.table_from_costs(COSTS)
+    order, untimed = ps.replay_order(6, round_requests=4, rounds=2, warmup_requests=2)
+    for kw in ({}, {"order": order, "untimed": untimed}):
+        p1, p2 = cls(table=table), cls(table=table)
+        _same(ps.serve(cache, table, policy=p1, concurrency=1, **kw), _serve_sequential(cache, table, policy=p2, **kw))
+        assert p1.snapshot() == p2.snapshot()
+        for c in ps.fixed_choices(table):
+            _same(ps.serve(cache, table, pin=c, **kw), _serve_sequential(cache, table, pin=c, **kw))
+
+
+@pytest.mark.parametrize("n", [2, 4, 16])
+@pytest.mark.parametrize("choice", [CHAIN, 16, 64])
+def test_pinned_drafts_do_not_depend_on_batching(cache, n, choice):
+    table = ps.table_from_costs(COSTS, [1, 16])
+    one = ps.serve(cache, table, pin=choice)
+    res = ps.serve(cache, table, pin=choice, concurrency=n)
+    assert res.drafts == one.drafts and res.tokens == one.tokens
+    assert res.request_steps == one.steps and res.tokens_per_step == one.tokens_per_step
+    assert -(-one.steps // n) <= res.steps <= one.steps
+    if n >= len(cache.requests):  # every request in the first batch: as many steps as the longest
+        assert res.steps == max(len(d) for d in one.drafts)
+    assert res.ms == pytest.approx(res.steps * table.cost(choice, 1))  # --costs: the same at every bs
+    # each request's wall ms covers at least its own steps
+    assert all(m >= len(d) * table.cost(choice, 1) - 1e-9 for m, d in zip(res.request_ms, res.drafts))
+
+
+@pytest.mark.parametrize("costs,choice", [(["16=23.23"], 16), (["64=25.79"], 64)])
+def test_one_budget_table_auto_is_fixed_at_concurrency(cache, costs, choice):
+    table = ps.table_from_costs(costs, [1, 4])
+    fixed = ps.serve(cache, table, pin=choice, concurrency=4)
+    for cls in ps.VARIANTS.values():
+        auto = ps.serve(cache, table, policy=cls(table=table), concurrency=4)
+        assert auto.drafts == fixed.drafts and auto.steps == fixed.steps
+        assert auto.ms == fixed.ms and auto.choices == fixed.choices
+
+
+class _Watch(BudgetPolicy):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen, self.chosen, self.rows = [], [], []
+
+    def choose(self, bs):
+        self.seen.append(bs)
+        c = super().choose(bs)
+        self.chosen.append(c)
+        return c
+
+    def record(self, verified, accepted, accept_len, chain_accept=None):
+        self.rows.append((accepted.shape[0], accept_len.shape[0], None if chain_accept is None else chain_accept.shape[0]))
+        super().record(verified, accepted, accept_len, chain_accept)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_batch_size_never_exceeds_n_and_drains(cache, n):
+    table = ps.table_from_costs(COSTS, [1, 4])
+    pol = _Watch(table=table)
+    res = ps.serve(cache, table, policy=pol, concurrency=n)
+    seen = pol.seen
+    assert len(seen) == res.steps and sum(seen) == res.request_steps and max(seen) <= n
+    assert all(r[0] == r[1] == bs and r[2] in (None, bs) for r, bs in zip(pol.rows, seen))
+    full = next((k for k, bs in enumerate(seen) if bs < n), len(seen))
+    assert all(bs == n for bs in seen[:full])  # all slots busy while the queue lasts
+    assert all(a >= b for a, b in zip(seen[full:], seen[full + 1:]))  # then it only drains
+    if n > 1:
+        assert seen[0] == n and seen[-1] < n
+
+
+def test_budget_not_measured_at_bs_is_no_candidate(cache):
+    # 64 measured at 1 request only: at bs >= 2 the policy and the fixed rows never see it
+    table = StepCostTable({"DDTREE-chain": {1: 20.0, 4: 30.0}, "DDTREE-16": {1: 21.0, 4: 33.0},
+                           "DDTREE-64": {1: 22.0}})
+    assert ps.fixed_choices(table, 4) == [CHAIN, 16] and ps.fixed_choices(table, 1) == [CHAIN, 16, 64]
+    pol = _Watch(table=table)
+    res = ps.serve(cache, table, policy=pol, concurrency=4)
+    assert len(pol.chosen) == res.steps and all(bs == 1 for bs, c in zip(pol.seen, pol.chosen) if c == 64)
+    only_64 = StepCostTable({"DDTREE-chain": {1: 20.0, 4: 30.0}, "DDTREE-64": {1: 22.0}})
+    res = ps.serve(cache, only_64, policy=_Watch(table=only_64), concurrency=4)
+    assert res.choices.get(CHAIN, 0) > 0
+    out = ps.evaluate(cache.requests, only_64, [("auto", BudgetPolicy, {})], concurrency=4, cache=cache)
+    assert [r.label for r in out["fixed"]] == ["chain"] and out["per_request"] is None
+
+
+def test_tok_s_per_request(cache):
+    table = ps.table_from_costs(COSTS, [1, 4])
+    res = ps.serve(cache, table, pin=16, concurrency=4)
+    want = sum(1000.0 * len_ / m for len_, m in zip(res.request_tokens, res.request_ms)) / len(res.request_ms)
+    assert res.tok_s_per_request == pytest.approx(want)
+    one = ps.serve(cache, table, pin=16)
+    assert one.tok_s_per_request > res.tok_s_per_request  # same ms per step, shared steps are longer walls
+
+
+def test_merged_table(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"rows": [{"config": "DDTREE-chain", "concurrency": 1, "ms_per_step": 1.0},
+                                      {"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 2.0}]}))
+    b.write_text(json.dumps([{"config": "DDTREE-16", "concurrency": 1, "ms_per_step": 3.0},
+                             {"config": "DDTREE-16", "concurrency": 16, "ms_per_step": 5.0}]))
+    t = ps.merged_table([a, b])
+    assert t.ms == {"DDTREE-chain": {1: 1.0}, "DDTREE-16": {1: 3.0, 16: 5.0}}
+
+
+def test_cli_concurrency_json(tmp_path):
+    out = tmp_path / "r.json"
+    res = ps.main(["--trace", str(TRACE), "--costs", *COSTS, "--concurrency", "1", "4",
+                   "--round-requests", "6", "--json", str(out)])
+    d = json.loads(out.read_text())
+    assert d == res and set(d) == {str(TRACE), f"{TRACE}@4"}
+    assert d[str(TRACE)]["per_request"] is not None and d[f"{TRACE}@4"]["per_request"] is None
+    assert [r["label"] for r in d[f"{TRACE}@4"]["fixed"]] == ["chain", "16", "64"]
