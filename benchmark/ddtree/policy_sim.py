@@ -209,54 +209,67 @@ def _stack(rows: Sequence[torch.Tensor], fill: int) -> torch.Tensor:
     return out
 
 
+@dataclass
+class _Slot:
+    """A request decoding in a slot: its position in the order, request index, output length
+    ``T``, state ``p``, accepted drafts per step so far and the run's ms when it started."""
+
+    pos: int
+    req: int
+    T: int
+    p: int = 1
+    drafts: List[int] = field(default_factory=list)
+    ms0: float = 0.0
+
+
 def _serve_phase(cache: OutcomeCache, table: StepCostTable, policy: Optional[BudgetPolicy],
                  pin: Optional[Choice], order: Sequence[int], concurrency: int, res: RunResult) -> None:
     """Serve ``order`` into ``res``, ``concurrency`` slots in lockstep (module docstring)."""
     record_chain = policy is not None and policy.chain
     queue = list(enumerate(order))[::-1]  # (position in order, request index); pop() takes the next
-    slots: List[Optional[list]] = [None] * concurrency  # [position, request, T, p, drafts, ms at start]
-    done: Dict[int, Tuple[List[int], float, int]] = {}
+    slots: List[Optional[_Slot]] = [None] * concurrency
+    done: Dict[int, _Slot] = {}  # by position in the order; ms0 then holds the request's ms
 
-    def finish(slot: list) -> None:
-        done[slot[0]] = (slot[4], res.ms - slot[5], slot[2])
+    def finish(sl: _Slot) -> None:
+        sl.ms0 = res.ms - sl.ms0
+        done[sl.pos] = sl
 
     while True:
         for k in range(concurrency):
             while slots[k] is None and queue:
                 n, i = queue.pop()
-                T = int(cache.requests[i].output.shape[0])
-                res.tokens += T
-                slot = [n, i, T, 1, [], res.ms]
-                if T > 1:
-                    slots[k] = slot
+                sl = _Slot(n, i, int(cache.requests[i].output.shape[0]), ms0=res.ms)
+                res.tokens += sl.T
+                if sl.T > 1:
+                    slots[k] = sl
                 else:
-                    finish(slot)  # nothing to decode
-        active = [sl for sl in slots if sl is not None]
-        if not active:
+                    finish(sl)  # nothing to decode
+        live = [(k, sl) for k, sl in enumerate(slots) if sl is not None]
+        if not live:
             break
-        bs = len(active)
+        bs = len(live)
         choice = pin if pin is not None else policy.choose(bs)
-        outs = [cache.get(sl[1], choice) for sl in active]
-        accept = [int(o.accept_len[sl[3] - 1]) for sl, o in zip(active, outs)]
+        outs = [cache.get(sl.req, choice) for _, sl in live]
         if policy is not None:
-            rows = lambda name: [getattr(o, name)[sl[3] - 1:sl[3]] for sl, o in zip(active, outs)]  # noqa: E731
+            def rows(name: str) -> List[torch.Tensor]:
+                return [getattr(o, name)[sl.p - 1:sl.p] for (_, sl), o in zip(live, outs)]
             chain = None if choice == CHAIN or not record_chain else torch.cat(rows("chain_accept"))
             policy.record(choice, _stack(rows("accepted"), -1), torch.cat(rows("accept_len")), chain_accept=chain)
         res.steps += 1
         res.request_steps += bs
         res.ms += table.cost(choice, bs)
         res.choices[str(choice)] = res.choices.get(str(choice), 0) + 1
-        for k, sl, a in zip([k for k, sl in enumerate(slots) if sl is not None], active, accept):
-            sl[4].append(a)
-            sl[3] += min(a + 1, sl[2] - sl[3])
-            if sl[3] >= sl[2]:
+        for (k, sl), o in zip(live, outs):
+            a = int(o.accept_len[sl.p - 1])
+            sl.drafts.append(a)
+            sl.p += min(a + 1, sl.T - sl.p)
+            if sl.p >= sl.T:
                 finish(sl)
                 slots[k] = None
     for n in sorted(done):
-        drafts, ms, T = done[n]
-        res.drafts.append(drafts)
-        res.request_ms.append(ms)
-        res.request_tokens.append(T)
+        res.drafts.append(done[n].drafts)
+        res.request_ms.append(done[n].ms0)
+        res.request_tokens.append(done[n].T)
 
 
 def serve(cache: OutcomeCache, table: StepCostTable, policy: Optional[BudgetPolicy] = None,
