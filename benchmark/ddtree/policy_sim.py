@@ -405,14 +405,9 @@ def table_from_costs(costs: Sequence[str], concurrency: Union[int, Sequence[int]
 
 def merged_table(paths: Sequence[Union[str, Path]]) -> StepCostTable:
     """``step_cost.py`` tables merged in order as ``replay_bench.py --auto-table`` merges them
-    (:func:`step_cost.merge_auto_table`): a later table's row in place of an earlier one's for the
+    (:func:`step_cost.merge_rows`): a later table's row in place of an earlier one's for the
     same (configuration, concurrency)."""
-    merged: List[dict] = []
-    for path in paths:
-        layer = step_cost.table_rows(Path(path))
-        mine = {(step_cost.base_config(r["config"]), r["concurrency"]) for r in layer}
-        merged = [r for r in merged if (step_cost.base_config(r["config"]), r["concurrency"]) not in mine] + layer
-    return StepCostTable.from_rows(merged)
+    return StepCostTable.from_rows(step_cost.merge_rows([step_cost.table_rows(Path(p)) for p in paths]))
 
 
 def fixed_choices(table: StepCostTable, concurrency: int = 1) -> List[Choice]:

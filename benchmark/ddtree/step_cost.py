@@ -505,16 +505,23 @@ def check_auto_table(configs: List[str], auto_table) -> None:
                          "list a DDTREE-<budget> configuration (e.g. DDTREE-16) before it, or give --auto-table PATH")
 
 
+def merge_rows(layers) -> List[dict]:
+    """Step-cost rows of several tables merged in order: a later layer's row in place of an
+    earlier one's for the same (configuration, concurrency)."""
+    merged: List[dict] = []
+    for layer in layers:
+        mine = {(base_config(r["config"]), r["concurrency"]) for r in layer}
+        merged = [r for r in merged if (base_config(r["config"]), r["concurrency"]) not in mine] + list(layer)
+    return merged
+
+
 def merge_auto_table(given, rows: List[dict], out: Path) -> Path:
     """``--auto-table``'s rows (one path or several, a later table's row in place of an earlier
     one's for the same (configuration, concurrency)), then this sweep's rows measured so far in
     place of those: auto chooses among every budget any of them measured, at the latest cost.
     Written beside ``out``; the path is returned."""
     given = list(given) if isinstance(given, (list, tuple)) else [given]
-    merged: List[dict] = []
-    for layer in [table_rows(Path(t)) for t in given] + [list(rows)]:
-        mine = {(base_config(r["config"]), r["concurrency"]) for r in layer}
-        merged = [r for r in merged if (base_config(r["config"]), r["concurrency"]) not in mine] + layer
+    merged = merge_rows([table_rows(Path(t)) for t in given] + [list(rows)])
     path = out.with_name(f"{out.stem}.auto-table.json")
     path.write_text(json.dumps({"meta": {"from": [str(g) for g in given] + [str(out)]}, "rows": merged}, indent=1))
     return path
