@@ -85,7 +85,7 @@ sys.path.insert(0, str(ROOT / "python"))
 from sglang_ddtree.core import trace_sim  # noqa: E402
 from sglang_ddtree.core.accept import tree_walk  # noqa: E402
 from sglang_ddtree.core.budget_choice import CHAIN, Choice, StepCostTable, candidates_at  # noqa: E402
-from sglang_ddtree.core.budget_policy import BudgetPolicy  # noqa: E402
+from sglang_ddtree.core.budget_policy import BudgetPolicy, fold_decayed_mean  # noqa: E402
 from sglang_ddtree.core.shadow_chain import shadow_chain_accept  # noqa: E402
 from sglang_ddtree.core.traces import RequestTrace, TraceSet  # noqa: E402
 
@@ -318,21 +318,21 @@ class PairedPolicy(BudgetPolicy):
     ``E[a(b_j) - a(b_{j-1})]``, ``j <= i``, each from the steps that verified ``b_j`` (which give
     both accepts of the pair). The chain's level is the base policy's (its own steps and the
     shadow chain). Levels decay by ``decay`` per request-step, gains by ``gain_decay`` per step
-    that observed them; both are decayed means normalised by their weight (as
-    :meth:`BudgetPolicy._update`). Estimates fold in at every record (no read-back lag)."""
+    that observed them; both are decayed means normalised by their weight
+    (:func:`budget_policy.fold_decayed_mean`, as the base policy's). Estimates fold in at every record (no read-back lag)."""
 
     gain_decay: Optional[float] = None
 
     def __init__(self, *args, gain_decay: Optional[float] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.gain_decay = self.decay if gain_decay is None else float(gain_decay)
-        self._acc: Dict[object, List[float]] = {}  # key -> [weighted sum, weight]
+        self._acc_num: Dict[object, float] = {}  # key ("level", ("gain", b), CHAIN) -> decayed sum
+        self._acc_den: Dict[object, float] = {}  # key -> decayed weight
+        self._acc: Dict[object, float] = {}  # key -> decayed mean
 
     def _add(self, key, value: float, decay: float) -> float:
-        s = self._acc.setdefault(key, [0.0, 0.0])
-        s[0] = decay * s[0] + value
-        s[1] = decay * s[1] + 1.0
-        return s[0] / s[1]
+        self._acc[key] = fold_decayed_mean(self._acc_num, self._acc_den, key, value, 1, decay)
+        return self._acc[key]
 
     def record(self, verified: Choice, accepted: torch.Tensor, accept_len: torch.Tensor,
                chain_accept: Optional[torch.Tensor] = None) -> None:
@@ -354,14 +354,13 @@ class PairedPolicy(BudgetPolicy):
     def _derive(self) -> None:
         if "level" not in self._acc:
             return
-        s = self._acc["level"]
-        value = s[0] / s[1]
+        value = self._acc["level"]
         self._mean[self.budgets[0]] = value
         for x in self.budgets[1:]:
             g = self._acc.get(("gain", x))
             if g is None:
                 break
-            value += g[0] / g[1]
+            value += g
             self._mean[x] = value
 
     def flush(self) -> None:

@@ -48,6 +48,15 @@ from .budget_choice import CHAIN, CHAIN_MARGIN, Choice, StepCostTable, best_choi
 __all__ = ["CHAIN", "BudgetPolicy", "Choice", "StepCostTable", "best_choice"]
 
 
+def fold_decayed_mean(num: Dict, den: Dict, key, value: float, weight: float, decay: float) -> float:
+    """Fold ``weight`` observations of mean ``value`` into the decayed mean kept as ``num[key] /
+    den[key]`` (the older ones weighted by ``decay ** weight``); returns the new mean."""
+    w = decay ** weight
+    num[key] = w * num.get(key, 0.0) + value * weight
+    den[key] = w * den.get(key, 0.0) + weight
+    return num[key] / den[key]
+
+
 @dataclass
 class BudgetPolicy:
     """Per-step choice among ``budgets`` (ascending) and, if ``chain``, the DFLASH chain."""
@@ -230,10 +239,7 @@ class BudgetPolicy:
         ``sum decay^age x / sum decay^age`` over every request-step recorded for ``c`` (the
         older ones decayed by ``decay ** weight``), so each step counts alike at its age, the
         first one included."""
-        w = self.decay ** weight
-        self._num[c] = w * self._num.get(c, 0.0) + value * weight
-        self._den[c] = w * self._den.get(c, 0.0) + weight
-        self._mean[c] = self._num[c] / self._den[c]
+        self._mean[c] = fold_decayed_mean(self._num, self._den, c, value, weight, self.decay)
 
     def snapshot(self) -> dict:
         return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain, "refresh_interval": self._interval,
