@@ -48,7 +48,8 @@ each round's values beside it):
 - ``outputs_ok``: every output equals the trace's output; a row where one does not carries
   ``failed``.
 - ``timed``: DDTREE's step counters over the timed rounds (``step_cost._ddtree_counts``);
-  ``choices``: budget auto's steps per choice in them.
+  ``choices``: budget auto's steps per choice in them; ``phase_ms`` (``--phases``): device ms per
+  decode step and phase over them (``step_cost.phase_ms_per_step``).
 
 Output: ``--out`` (``{"meta": trace meta, device, commit, arguments; "rows": [...]}``), a
 ``[replay] {row}`` line per row, and a markdown table (tokens/s per request and accept length
@@ -223,6 +224,9 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
             if before is not None and after is not None:
                 timed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
                 row["timed"] = timed
+                phases = sc.phase_ms_per_step(timed)  # --phases
+                if phases is not None:
+                    row["phase_ms"] = phases
                 choices = sc.choices_of(timed)
                 if choices or kw.get("speculative_ddtree_budget") == "auto":
                     row["choices"] = choices
@@ -433,6 +437,9 @@ def main() -> int:
                     help="requests per round, at least the concurrency (default: the trace's request count)")
     ap.add_argument("--warmup-requests", type=int, default=0,
                     help="requests of the warm-up round, at least the concurrency (default: a round's)")
+    ap.add_argument("--phases", action="store_true",
+                    help="DDTREE configurations: device ms per decode step and phase over the timed rounds "
+                         "(SGLANG_DDTREE_PHASE_TIMING=1, as step_cost.py --phases; the row's 'phase_ms')")
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=JSON extra Engine argument")
     ap.add_argument("--ddtree-arg", action="append", default=[],
                     help="KEY=JSON extra Engine argument for the DDTREE configurations only")
@@ -463,6 +470,10 @@ def main() -> int:
         raise SystemExit(f"{PROG}: give --trace, --out and --models DIR or --target-path and --drafter-path")
     if not a.trace.exists():
         raise SystemExit(f"{PROG}: --trace {a.trace}: no such file")
+    if a.phases:
+        from sglang_ddtree.config import PHASE_TIMING
+
+        os.environ[PHASE_TIMING.name] = "1"  # read by the engines' scheduler processes
     caps = {} if a.child else _ours(sc.parse_caps, a.max_concurrency, a.configs)
     sc.check_configs(a.configs, PROG)
     if not a.child:

@@ -43,7 +43,7 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
                         "--drafter-path", str(tiny_models.model_path("dflash-llama")),
                         "--configs", *CONFIGS, "--concurrency", "1", "2", "--rounds", "1", "--warmup-requests", "1",
                         "--ddtree-arg", f"speculative_ddtree_topk={K}", "--auto-table", str(table),
-                        "--pin", "chain", "4", "--out", str(out), "--plot", str(tmp_path / "replay.png")],
+                        "--pin", "chain", "4", "--phases", "--out", str(out), "--plot", str(tmp_path / "replay.png")],
                        capture_output=True, text=True, timeout=600,
                        # one OpenMP thread per process: on 2 shared cores the engine processes' spinning
                        # OpenMP threads slow a 3-request round from ~0.3 s to 5-15 s
@@ -65,6 +65,7 @@ def test_replay_bench_smoke_with_the_tiny_pair(tmp_path):
         assert x["tok_s_per_request"] > 0 and x["tok_s_total"] > 0 and x["wall_s"] > 0, x
         assert x["requests_per_round"] == 3 and len(x["tok_s_per_request_rounds"]) == 1
         assert x["accept_length_per_request"] and len(x["accept_length_per_request"]) == 3
+        assert "phase_ms" not in x  # --phases times CUDA events: nothing on the CPU engine
     # Without speculation one token per target forward; the ratios to it are written per row.
     for n in (1, 2):
         assert by["no-spec", n]["accept_length"] == 1.0 == by["no-spec", n]["sim_accept_length"]

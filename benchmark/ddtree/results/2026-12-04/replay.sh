@@ -19,6 +19,7 @@ R=${OUT:?}
 TRACE=${TRACE:-benchmark/ddtree/traces/humaneval.pt}
 CONFIGS=${CONFIGS:-DDTREE-auto DFLASH DDTREE-16 DDTREE-chain no-spec DDTREE-32 DDTREE-64}
 CONC=${CONC:-1 4 16 64}; CASE_TIMEOUT=${CASE_TIMEOUT:-240}
+PHASES=${PHASES:-}  # non-empty: replay_bench.py --phases (device ms per step and phase, DDTREE rows)
 PIN=${PIN:-}  # e.g. 'chain 16 64': DDTREE-auto's engine serves these fixed choices too (replay_bench.py --pin)
 # Budget auto's step-cost table(s): step_cost.py outputs, merged in order (replay_bench.py --auto-table).
 AUTO_TABLE=${AUTO_TABLE:-benchmark/ddtree/results/2026-12-02-s17/call3/sc/step_cost.auto-table.json}
@@ -36,7 +37,7 @@ echo "prep at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout $(( 560 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/rp bench benchmark/ddtree/replay_bench.py \
   --trace $TRACE --models /tmp/qwen36 --configs $CONFIGS --concurrency $CONC \
   --rounds 2 --round-requests 8 --warmup-requests 4 "${CAP[@]}" \
-  --auto-table $AUTO_TABLE ${PIN:+--pin $PIN} \
+  --auto-table $AUTO_TABLE ${PIN:+--pin $PIN} ${PHASES:+--phases} \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1,4,16,64]' \
