@@ -21,14 +21,15 @@ test_in_triton_interpreter = interpreter_test(__file__)
 # only run compiled on a GPU.
 PRECISIONS = ["ieee", "tf32x3"] if HAS_CUDA else ["ieee"]
 # "+pdl": the apply pass launched as a programmatic dependent of the prep (a GPU launch mode).
-IMPLS = ["fused", "split", "twostage", "twostage+pairs"] + (
+IMPLS = ["fused", "fused+pairs", "split", "twostage", "twostage+pairs"] + (
     ["twostage+pdl", "twostage+pairs+pdl"] if HAS_CUDA else [])
 
 
 def _impl(impl):
     """``VerifyOptions`` fields of a test impl name: "twostage+pairs" forms the pair products
     inside the twostage prep kernel, plain "twostage" in the pair kernel (both forced: the
-    default picks by tree size); "+pdl" launches the apply pass as a programmatic dependent
+    default picks by tree size); "fused+pairs" inside the fused walk where the tree is one node
+    chunk (16 nodes at most; larger trees take the pair kernel); "+pdl" launches the apply pass as a programmatic dependent
     (forced off without it: the default picks by grid size)."""
     name, *flags = impl.split("+")
     return dict(impl=name, pairs_in_prep="pairs" in flags, pdl="pdl" in flags)
@@ -44,7 +45,8 @@ def _impl_cases(sizes):
     if HAS_CUDA:
         return [(i, n) for i in IMPLS for n in sizes]
     mid = sizes[len(sizes) // 2]
-    return [(i, n) for i in IMPLS for n in sizes if i in ("fused", "split") or n == mid]
+    return [(i, n) for i in IMPLS for n in sizes
+            if i in ("fused", "split") or n == mid or i == "fused+pairs" and n <= 16]
 
 
 @pytest.mark.parametrize("impl,n", _impl_cases([16, 23, 40]))
@@ -109,6 +111,30 @@ def _verify_and_commit_case(dtype, tol, n, precision, impl, K=32, V=32, gate_shi
         assert rel(st[slots[r]], want) < (tol if state_tol is None else state_tol), (r, node, rel(st[slots[r]], want))
     untouched = [i for i in range(state.shape[0]) if i not in slots.tolist()]
     assert torch.equal(st[untouched], state[untouched])
+
+
+@pytest.mark.parametrize("n", [7, 16])
+@kernels_here
+def test_fused_walk_forms_a_one_chunk_trees_pair_products(n):
+    """impl "fused" with ``pairs_in_prep`` on trees of one node chunk (a chain, a star, builder
+    trees, one padded): the walk's own pair products give what the pair kernel's give (the same
+    products of the same rows: equal in the interpreter, within fp32 rounding compiled), at the
+    served precision and in IEEE fp32; fresh random inputs."""
+    H, HV, K, V = 2, 4, 32, 32
+    batch = trees(n)
+    q, k, v, a, b, A_log, dt_bias, state = gdn_inputs(len(batch), n, H, HV, K, V, torch.bfloat16)
+    anc = torch.stack([t[1] for t in batch])
+    slots = torch.tensor([3, 0, 4, 1])
+    args = [x.to(DEV) for x in (q, k, v, a, b, A_log, dt_bias, anc)]
+    for precision in ("bf16x3", "ieee"):
+        got = {pairs: tree_gdn_verify(*args, state.to(DEV), slots.to(DEV), options=VerifyOptions(
+            impl="fused", precision=precision, pairs_in_prep=pairs)) for pairs in (False, True)}
+        for x, y in zip(got[True], got[False]):  # o, u, G
+            assert not torch.isnan(x).any()
+            if HAS_CUDA:
+                assert rel(x, y.double().cpu()) < 1e-6
+            else:
+                assert torch.equal(x, y)
 
 
 @pytest.mark.parametrize("impl", ["fused", "split", "twostage", "twostage+pairs"])

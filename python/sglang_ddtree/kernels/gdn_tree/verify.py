@@ -56,7 +56,9 @@ class VerifyOptions:
     - ``precision``: products with raw q/k: "bf16x3" (bf16 q/k: exact bf16 passes; else "tf32x3"), "tf32x3", "ieee".
     - ``solve_precision``: products of two fp32 tiles: "bf16x3" (~2^-16), "tf32x3" (~2^-21) or "ieee".
     - ``state_parts``: bf16 parts of the state in the bf16x3 state products: 3 (fp32-accurate) or 2 (~2^-16).
-    - ``pairs_in_prep``: "twostage": its prep forms the node-pair products (no pair kernel); None: ``prep_forms_pairs``.
+    - ``pairs_in_prep``: the node-pair products formed where they are used (no pair kernel): by the "twostage"
+      prep, or by the "fused" walk on a tree of one node chunk (``N <= block_t``; ignored otherwise); None:
+      ``prep_forms_pairs``.
     - ``pdl``: "twostage", sm_90+: its apply pass is a programmatic dependent of its prep; None: ``apply_as_dependent``.
     - ``block_v``: value tile, a power of two; None: 64, or the "auto" choice.
     - ``block_t``: node chunk of "fused" / "split", a power of two of at least 16.
@@ -251,13 +253,14 @@ def _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV: tl.
 @triton.jit
 def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
                  m_r, o_t, o_v, m_v, N, NP, HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                 NSQ: tl.constexpr, PREC: tl.constexpr):
+                 NSQ: tl.constexpr, PREC: tl.constexpr, kk_d=None, qk_d=None, PAIRS: tl.constexpr = False):
     """Chunk ``i``'s forward substitution given its right-hand side and output start
     (:func:`_chunk_rhs`): the earlier chunks have final u; the diagonal block (I + A) u = rhs
     has A strictly lower triangular (parents precede children), so A^L = 0 for paths of at most
     L nodes and (I + A)^-1 = (I - A)(I + A^2)(I + A^4)... (NSQ squarings): the factors commute,
     so they are applied to rhs one by one. Stores o, u
-    (and G from the first V tile)."""
+    (and G from the first V tile). PAIRS: the diagonal block's pair products are ``kk_d`` /
+    ``qk_d`` (:func:`_pair_block` of the chunk's rows), not read from the pair buffers."""
     for j in range(i):
         cols = j * BT + o_t
         m_c = cols < N
@@ -274,7 +277,10 @@ def _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, p
         dec = tl.exp(tl.minimum(tl.where(m_p, G_i[:, None] - G_j[None, :], 0.0), 0.0))
         rhs -= dotf(beta_i[:, None] * dec * kk, u_j, PREC)
         acc += dotf(qk * dec, u_j, PREC)
-    A_ii, Q_ii = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
+    if PAIRS:
+        A_ii, Q_ii = _pairs_to_AQ(kk_d, qk_d, m_r, o_t, G_i, beta_i)
+    else:
+        A_ii, Q_ii = _diag_pairs(kk_buf, qk_buf, pair0, rows, m_r, o_t, G_i, beta_i, NP)
     u_i = rhs - dotf(A_ii, rhs, PREC)
     Ap = A_ii
     for _ in tl.static_range(NSQ):  # A^2, A^4, ... up to the path length
@@ -295,11 +301,12 @@ def _tree_gdn_fwd_kernel(
     N, NP, scale, s_ab,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, NT: tl.constexpr, NSQ: tl.constexpr,
-    BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr, RAW16: tl.constexpr, PARTS: tl.constexpr, PAIRS: tl.constexpr,
 ):
     """impl "fused": grid (V tiles, bs * HV); each program walks its head's node chunks in
     order, forming each chunk's state products and solving it. The node-pair products come
-    precomputed (``_tree_qk_kernel``), so the walk carries [BT, BV] accumulators only."""
+    precomputed (``_tree_qk_kernel``), so the walk carries [BT, BV] accumulators only; PAIRS (a
+    tree of one chunk, ``NT == 1``): the walk forms its chunk's pair products itself."""
     i_v, i_b, i_hv, i_h, o_k, o_v, m_k, m_v, slot = head_tile(state_idx, H, HV, K, V, BK, BV)
     o_t = tl.arange(0, BT)
     a_neg = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
@@ -309,6 +316,13 @@ def _tree_gdn_fwd_kernel(
     pair0 = (i_b * H + i_h).to(tl.int64) * NP * NP
     p_q = q + (tok0 * H + i_h) * K
     p_k = k + (tok0 * H + i_h) * K
+    if PAIRS:  # one chunk: its pair products here, before the state products (NT == 1)
+        kk_d, qk_d = _pair_block(p_q, p_k, anc_b, o_t, o_t, N, scale, H, K, BK, PREC, RAW16)
+        tri = o_t[:, None] >= o_t[None, :]  # on and below the diagonal, as the pair buffers are read
+        kk_d = tl.where(tri, kk_d, 0.0)
+        qk_d = tl.where(tri, qk_d, 0.0)
+    else:
+        kk_d, qk_d = None, None
     for i in range(NT):
         rows = i * BT + o_t
         m_r = rows < N
@@ -317,7 +331,7 @@ def _tree_gdn_fwd_kernel(
                                        H, HV, K, V, BT, BK, BV, BKC, PREC, RAW16, PARTS)
         beta_i, rhs, acc = _chunk_rhs(kS, qS, G_i, b, v, tok0, i_hv, rows, m_r, o_v, m_v, s_ab, HV, V)
         _chunk_solve(rhs, acc, beta_i, G_i, kk_buf, qk_buf, o, u_buf, g_buf, tok0, pair0, i_v, i_hv, i, rows,
-                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC)
+                     m_r, o_t, o_v, m_v, N, NP, HV, V, BT, NSQ, PREC, kk_d, qk_d, PAIRS)
         # Later chunks of this program read u (and G) back through global memory.
         tl.debug_barrier()
 
@@ -679,7 +693,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
     pairs_in_prep = opt.pairs_in_prep
     if pairs_in_prep is None:
         pairs_in_prep = prep_forms_pairs(impl, N)
-    pairs_in_prep = bool(pairs_in_prep) and impl == "twostage"
+    # (the "fused" walk forms them only on a tree of one node chunk)
+    pairs_in_prep = bool(pairs_in_prep) and (impl == "twostage" or impl == "fused" and NT == 1)
     pdl = opt.pdl
     if pdl is None:
         pdl = apply_as_dependent(impl, bs * HV * triton.cdiv(V, BV), dev)
@@ -729,7 +744,8 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
             q, k, v.contiguous(), a, b,
             A_log.contiguous(), dt_bias.contiguous(), anc, state,
             state_idx.to(torch.int32).contiguous(), kk, qk, o, u, G, N, N, float(scale), s_ab,
-            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts, **common,
+            NT=NT, NSQ=_squarings(block_t, path), BKC=min(BK, 32), RAW16=raw16, PARTS=state_parts,
+            PAIRS=pairs_in_prep, **common,
         )
     else:  # "split"
         ks = torch.empty_like(u)
