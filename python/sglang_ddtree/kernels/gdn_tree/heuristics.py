@@ -123,8 +123,9 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
 
 
 def prep_forms_pairs(impl: str, n_nodes: int) -> bool:
-    """``pairs_in_prep`` when left ``None``: whether the "twostage" prep kernel forms the
-    node-pair products itself (no separate pair kernel)."""
+    """``pairs_in_prep`` when left ``None``: whether the node-pair products are formed where they
+    are used (the "twostage" prep, or the "fused" walk of a one-chunk tree) rather than by the
+    pair kernel."""
     return choose("pairs_in_prep", Case(impl=impl, nodes=n_nodes))
 
 
