@@ -87,12 +87,16 @@ def test_register_limit_rule(monkeypatch):
     assert kern.register_limit("twostage", 65, 16, 48, 128, 32, "cuda") == 0
 
 
-def test_prep_forms_pairs_past_33_nodes():
-    """The H200 timed the prep's own pair products faster than the pair kernel at 65 nodes and
-    slower at 17 and 33; only "twostage" has a prep."""
+def test_pairs_formed_where_used():
+    """"twostage" past 33 nodes (its prep's own pair products timed faster than the pair kernel
+    at 65 nodes, slower at 17 and 33: H200), and "fused" on a tree of one node chunk."""
     assert kern.prep_forms_pairs("twostage", 65) and kern.prep_forms_pairs("twostage", 34)
     assert not kern.prep_forms_pairs("twostage", 33) and not kern.prep_forms_pairs("twostage", 17)
-    assert not kern.prep_forms_pairs("fused", 65) and not kern.prep_forms_pairs("split", 129)
+    assert not kern.prep_forms_pairs("fused", 65, 5) and not kern.prep_forms_pairs("split", 129, 9)
+    # A tree of one node chunk (budget 15, the chain): the fused walk forms them (H100: 0.33 vs
+    # 0.42 ms over 48 layers at one request, 7.78 vs 8.89 at 64; results/2026-12-06b/call5).
+    assert kern.prep_forms_pairs("fused", 16, 1) and kern.prep_forms_pairs("fused", 9, 1)
+    assert not kern.prep_forms_pairs("fused", 17, 2) and not kern.prep_forms_pairs("split", 16, 1)
 
 
 def test_conv_tiles_over_the_flat_batch_for_more_than_one_tree():

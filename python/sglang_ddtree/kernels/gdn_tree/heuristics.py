@@ -71,6 +71,7 @@ RULES = (
     Rule("qk_block",      16,         _twostage),
     Rule("qk_block",      None,       _always),                                       # the verify's block_t
     Rule("pairs_in_prep", True,       lambda c: _twostage(c) and c.nodes > 33),
+    Rule("pairs_in_prep", True,       lambda c: c.impl == "fused" and c.chunks == 1),  # H100, 2026-12-06
     Rule("pairs_in_prep", False,      _always),
     Rule("pdl",           True,       lambda c: _twostage(c) and c.apply_programs <= 3 * c.sms),
     Rule("pdl",           False,      _always),
@@ -122,11 +123,11 @@ def pick_impl(bs: int, n_nodes: int, num_v_heads: int, v_dim: int, device, block
     return case.impl, choose("block_v", case), choose("qk_block", case)
 
 
-def prep_forms_pairs(impl: str, n_nodes: int) -> bool:
+def prep_forms_pairs(impl: str, n_nodes: int, chunks: int = 0) -> bool:
     """``pairs_in_prep`` when left ``None``: whether the node-pair products are formed where they
-    are used (the "twostage" prep, or the "fused" walk of a one-chunk tree) rather than by the
-    pair kernel."""
-    return choose("pairs_in_prep", Case(impl=impl, nodes=n_nodes))
+    are used (the "twostage" prep, or the "fused" walk of a tree of one node chunk: ``chunks``,
+    the verify's node chunks) rather than by the pair kernel."""
+    return choose("pairs_in_prep", Case(impl=impl, nodes=n_nodes, chunks=chunks))
 
 
 def apply_as_dependent(impl: str, apply_programs: int, device) -> bool:

@@ -692,7 +692,7 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, anc, state, state_idx, *, sca
     a, b, s_ab = gate_rows(a, b)
     pairs_in_prep = opt.pairs_in_prep
     if pairs_in_prep is None:
-        pairs_in_prep = prep_forms_pairs(impl, N)
+        pairs_in_prep = prep_forms_pairs(impl, N, NT)
     # (the "fused" walk forms them only on a tree of one node chunk)
     pairs_in_prep = bool(pairs_in_prep) and (impl == "twostage" or impl == "fused" and NT == 1)
     pdl = opt.pdl
