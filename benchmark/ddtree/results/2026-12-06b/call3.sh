@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared, not run: six H200 starts failed on 2026-12-06 (second session); call5.sh ran on an H100 instead.
+# Prepared, not run: seven H200 starts failed on 2026-12-06; call5.sh ran on an H100 instead.
 # Any kind (nvidia-h200 for DFLASH at 4: on an H100 it starts only for one request), ~9 min.
 # Issue 29's "4 and 64 requests measured and reported beside them": DDTREE-15 (the default), the
 # chain and sglang's DFLASH at 4 and 64 requests (DFLASH capped at 16: at 64 it cannot allocate
