@@ -471,9 +471,7 @@ def main() -> int:
     if not a.trace.exists():
         raise SystemExit(f"{PROG}: --trace {a.trace}: no such file")
     if a.phases:
-        from sglang_ddtree.config import PHASE_TIMING
-
-        os.environ[PHASE_TIMING.name] = "1"  # read by the engines' scheduler processes
+        sc.enable_phase_timing()
     caps = {} if a.child else _ours(sc.parse_caps, a.max_concurrency, a.configs)
     sc.check_configs(a.configs, PROG)
     if not a.child:

@@ -66,6 +66,14 @@ def _ddtree_counts(engine):
     return out
 
 
+def enable_phase_timing() -> None:
+    """``--phases``: the engines started from here on time each decode step's phases
+    (``SGLANG_DDTREE_PHASE_TIMING=1``, read by their scheduler processes)."""
+    from sglang_ddtree.config import PHASE_TIMING
+
+    os.environ[PHASE_TIMING.name] = "1"
+
+
 def phase_ms_per_step(timed: dict) -> Optional[dict]:
     """Device ms per decode step and phase over the timed steps (the differences of
     :func:`_ddtree_counts` around them), or None without phase timing."""
@@ -607,9 +615,7 @@ def main() -> int:
     if per_config:
         meta["config_args"] = per_config
     if a.phases:
-        from sglang_ddtree.config import PHASE_TIMING
-
-        os.environ[PHASE_TIMING.name] = "1"  # read by the engine's scheduler processes
+        enable_phase_timing()
     if a.sync_check:
         from sglang_ddtree.config import SYNC_CHECK
 

@@ -9,20 +9,23 @@
 # Two timed rounds of 32 tokens, --phases; the settings of results/2026-12-04b/call1 (27B shapes,
 # dummy weights, context 8192, 512-token prompts, graphs + overlap, wy, triton, decode graphs
 # [1, 16]). Carry the bundle (assets' drafter and the traces moved aside).
+# CONC, GRAPHS, CONFIGS and SWEEP (more step_cost.py arguments) set another sweep of the same
+# settings (call3.sh).
 R=${OUT:?}
+CONC=${CONC:-1 16}; GRAPHS=${GRAPHS:-[1,16]}; CONFIGS=${CONFIGS:-DFLASH DDTREE-15 DDTREE-auto DFLASH@2}
+T=benchmark/ddtree/results
+SWEEP=${SWEEP---auto-table $T/2026-12-03c/call4b/step_cost.json $T/2026-12-04b/call1/step_cost.json --pin 16 chain 64}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
 echo "prep at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 timeout $(( 570 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
-  --models /tmp/qwen36 --concurrency 1 16 --rounds 2 --prompt-len 512 --decode-tokens 32 --phases \
+  --models /tmp/qwen36 --concurrency $CONC --rounds 2 --prompt-len 512 --decode-tokens 32 --phases \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
-  --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1,16]' \
-  --engine-arg context_length=8192 --case-timeout-s 200 --configs DFLASH DDTREE-15 DDTREE-auto DFLASH@2 \
-  --auto-table benchmark/ddtree/results/2026-12-03c/call4b/step_cost.json \
-  benchmark/ddtree/results/2026-12-04b/call1/step_cost.json --pin 16 chain 64 \
+  --engine-arg disable_prefill_cuda_graph=true --engine-arg "cuda_graph_bs_decode=$GRAPHS" \
+  --engine-arg context_length=8192 --case-timeout-s 200 --configs $CONFIGS $SWEEP \
   --out $R/a/step_cost.json > $R/a.out 2>&1
 echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cp $R/a/step_cost*.json $R/ 2>/dev/null  # (a configuration cut by the limit keeps its rows in step_cost.<config>.json)
