@@ -13,7 +13,8 @@ wheel=$(ls "$OUT"/sglang_ddtree-*.whl)
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 need = ["sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree.json", "sglang_ddtree/kernels/csrc/ddtree_tree.cu",
-        "sglang_ddtree/kernels/csrc/ddtree_gdn_commit.cu", "sglang_ddtree/kernels/csrc/ddtree_bind.cpp"]
+        "sglang_ddtree/kernels/csrc/ddtree_gdn_commit.cu", "sglang_ddtree/kernels/csrc/ddtree_step_stats.cu",
+        "sglang_ddtree/kernels/csrc/ddtree_bind.cpp"]
 missing = [n for n in need if n not in names]
 missing += [] if any(n.startswith("sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree") and n.endswith(".so")
                      for n in names) else ["sglang_ddtree/kernels/prebuilt/sglang_ddtree_tree*.so"]

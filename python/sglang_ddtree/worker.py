@@ -245,6 +245,36 @@ class DDTreeWorker(DFlashWorkerV2):
             self._penalties.admit(admitted, batch.req_pool_indices[rows], new[rows])
         return out
 
+    def _record_step(self, choice, pinned, tree, acc, chain_tokens, bonus, L):
+        """The step's counters (``self.stats``), the DFLASH chain's shadow accept length (for
+        ``--speculative-ddtree-shadow-linear`` and for budget auto's chain estimate on a tree
+        step) and budget auto's profile: one launch with the CUDA kernels
+        (``tree_cuda.step_stats``), else their torch forms. ``chain_tokens [bs, L]`` the rank-0
+        draft per depth, ``bonus [bs]``. Returns the shadow ``(chain_accept [bs], censored
+        [bs])`` or None (not computed this step)."""
+        policy = self.policy if self.policy is not None and not pinned else None
+        bs = acc.accept_len.shape[0]
+        want = self.shadow or (policy is not None and policy.chain and choice != CHAIN)
+        if self.policy is not None:
+            self.stats.record_choice(choice)
+        if self._tree_cuda is not None:
+            sums = policy.begin_record(choice, bs, acc.accepted.device, want) if policy is not None and bs else None
+            shadow = self._tree_cuda.step_stats(acc.accepted, acc.accept_len, tree.depth, self.stats,
+                                                (tree.rank, chain_tokens, bonus, L) if want else None, sums)
+            if sums is not None:
+                policy.end_record(bs)
+            return shadow
+        self.stats.record(acc.accept_len, tree.depth)
+        shadow = None
+        if want:
+            node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
+            shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, chain_tokens, bonus, L)
+            if self.shadow:
+                self.stats.record_shadow(*shadow)
+        if policy is not None:
+            policy.record(choice, acc.accepted, acc.accept_len, chain_accept=None if shadow is None else shadow[0])
+        return shadow
+
     def _decode_step(self, batch, on_publish, grammar_barrier=None) -> GenerationBatchResult:
         draft_input = batch.spec_info
         phases = self.stats.phase_events
@@ -307,18 +337,7 @@ class DDTreeWorker(DFlashWorkerV2):
                 output_logprobs(batch, logits_output, target, acc.accepted)
         if self.oracle_rate > 0 and self._oracle_rng.random() < self.oracle_rate:
             self._oracle_replay(batch, prefix_lens, root, acc, width)
-        self.stats.record(acc.accept_len, tree.depth)
-        shadow = None
-        if self.shadow or (self.policy is not None and not pinned and self.policy.chain and choice != CHAIN):
-            node_rank = torch.cat([torch.zeros_like(tree.rank[:, :1]), tree.rank], 1)
-            shadow = shadow_chain_accept(acc.accepted, acc.accept_len, node_rank, ids[:, :, 0], plan.bonus, L)
-            if self.shadow:
-                self.stats.record_shadow(*shadow)
-        if self.policy is not None:
-            if not pinned:
-                self.policy.record(choice, acc.accepted, acc.accept_len,
-                                   chain_accept=None if shadow is None else shadow[0])
-            self.stats.record_choice(choice)
+        shadow = self._record_step(choice, pinned, tree, acc, ids[:, :, 0], plan.bonus, L)
 
         # 5) Commit, then the drafter's context: the path's target hidden states, in path order.
         with timer.phase("commit"):

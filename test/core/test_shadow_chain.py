@@ -8,31 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from sglang_ddtree.core.accept import tree_walk
 from sglang_ddtree.core.shadow_chain import shadow_chain_accept
-from sglang_ddtree.core.tree_builder import build_tree
-from sglang_ddtree.core.verify_layout import build_verify_layout
 
-
-def _case(seed, bs, L, K, B, vocab):
-    g = torch.Generator().manual_seed(seed)
-    lp = torch.randn(bs, L, K, generator=g).sort(-1, descending=True).values.log_softmax(-1)
-    # Distinct ids per depth (as top-K gives), from a small vocabulary so matches happen.
-    ids = torch.stack([torch.stack([torch.randperm(vocab, generator=g)[:K] for _ in range(L)]) for _ in range(bs)])
-    tree = build_tree(lp, ids, B, None, L)
-    lay = build_verify_layout(tree, torch.zeros(bs, dtype=torch.long), torch.full((bs,), 10), L)
-    n = lay.tokens.shape[1]
-    # Target tokens: mostly follow the chain (rank 0 of the next depth), sometimes rank 1, sometimes junk.
-    target = torch.empty(bs, n, dtype=torch.long)
-    for b in range(bs):
-        for i in range(n):
-            d = int(lay.depth[b, i])
-            if d >= L:
-                target[b, i] = vocab + 1
-                continue
-            r = torch.rand((), generator=g)
-            alt = ids[b, d, 1] if K > 1 else vocab + 1
-            target[b, i] = ids[b, d, 0] if r < 0.7 else (alt if r < 0.85 else vocab + 1)
-    rank = torch.cat([torch.zeros(bs, 1, dtype=torch.long), tree.rank], 1)
-    return lp, ids, tree, lay, target, rank
+from random_trees import shadow_case
 
 
 def _chain_truth(ids, lay, target, b, L):
@@ -54,7 +31,7 @@ def _chain_truth(ids, lay, target, b, L):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 4), st.integers(2, 6), st.integers(1, 4), st.integers(1, 40))
 def test_shadow_chain_matches_direct_chain_walk(seed, bs, L, K, B):
-    lp, ids, tree, lay, target, rank = _case(seed, bs, L, K, B, vocab=6)
+    lp, ids, tree, lay, target, rank = shadow_case(seed, bs, L, K, B, vocab=6)
     acc = tree_walk(lay.tokens, lay.parent, lay.depth, target, L)
     bonus = acc.new_tokens.gather(1, acc.accept_len.unsqueeze(1)).squeeze(1)
     run, censored = shadow_chain_accept(acc.accepted, acc.accept_len, rank, ids[:, :, 0], bonus, L)

@@ -69,7 +69,7 @@ def test_wheel_contents(built_wheel):
     names = set(zipfile.ZipFile(built_wheel).namelist())
     pkg = ROOT / "python"
     want = {str(p.relative_to(pkg)) for p in (pkg / "sglang_ddtree").rglob("*.py")}
-    want |= {f"sglang_ddtree/kernels/csrc/{n}" for n in ("ddtree_tree.cu", "ddtree_gdn_commit.cu", "ddtree_bind.cpp")}
+    want |= {f"sglang_ddtree/kernels/csrc/{n}" for n in ("ddtree_tree.cu", "ddtree_gdn_commit.cu", "ddtree_step_stats.cu", "ddtree_bind.cpp")}
     assert want <= names, sorted(want - names)
     assert any(n.endswith("entry_points.txt") for n in names)
     prebuilt = {n for n in names if n.startswith("sglang_ddtree/kernels/prebuilt/")}

@@ -146,34 +146,50 @@ class BudgetPolicy:
         """Update the profile from one step (device tensors; read back every ``flush_every``
         steps). ``accepted [bs, P]`` verify positions of the accepted path (root first, -1
         padded), ``accept_len [bs]``; ``chain_accept [bs]`` what the chain would have accepted
-        (shadow_chain), when known."""
+        (shadow_chain), when known. The torch form of what ``kernels.tree_cuda.step_stats`` adds
+        between :meth:`begin_record` and :meth:`end_record`."""
         bs = accepted.shape[0]
         if bs == 0:
             return
-        dev = accepted.device
-        cands = self.candidates()
-        if self._sums is None or self._sums.device != dev:
-            self._sums = torch.zeros(len(cands), dtype=torch.float64, device=dev)
-            self._counts = [0] * len(cands)
-            self._budgets_dev = torch.tensor(self.budgets, device=dev)
-        if verified == CHAIN:
-            # A chain step says nothing about trees; it is the chain's own acceptance.
-            self._sums[0] += accept_len.sum()
-            self._counts[0] += bs
+        sums, budgets, off, chain_sum = self.begin_record(verified, bs, accepted.device, chain_accept is not None)
+        if chain_sum == 1:  # a chain step: the chain's own acceptance (it says nothing about trees)
+            sums[0] += accept_len.sum()
         else:
-            t = torch.arange(accepted.shape[1], device=dev).expand_as(accepted)
+            t = torch.arange(accepted.shape[1], device=accepted.device).expand_as(accepted)
             on_path = (t >= 1) & (t <= accept_len.unsqueeze(1))
-            off = 1 if self.chain else 0
             # The budget-b tree holds positions 1..b: its accepted path is the leading part of
             # this one inside it (positions grow along a path). Only budgets <= the verified one.
-            known = sum(1 for b in self.budgets if b <= int(verified))
-            inside = (on_path.unsqueeze(0) & (accepted.unsqueeze(0) <= self._budgets_dev[:known].view(-1, 1, 1)))
-            self._sums[off:off + known] += inside.sum((1, 2)).double()
-            for i in range(off, off + known):
-                self._counts[i] += bs
-            if self.chain and chain_accept is not None:
-                self._sums[0] += chain_accept.sum()
-                self._counts[0] += bs
+            inside = on_path.unsqueeze(0) & (accepted.unsqueeze(0) <= budgets.view(-1, 1, 1))
+            sums[off:off + budgets.shape[0]] += inside.sum((1, 2)).double()
+            if chain_sum == 2:
+                sums[0] += chain_accept.sum()
+        self.end_record(bs)
+
+    def begin_record(self, verified: Choice, bs: int, device, with_chain: bool) -> tuple:
+        """The device sums a step of ``bs`` (> 0) requests that verified ``verified`` adds to,
+        counted on the host now: ``(sums [candidates] f64, budgets [known] i64, off, chain_sum)``.
+        ``sums[off + i]`` takes the accepted drafts inside ``budgets[i]`` (every budget up to the
+        verified one); ``sums[0]`` the chain's: ``chain_sum`` 1 its accept length (a chain step),
+        2 the shadow chain's (a tree step with ``with_chain``: the shadow was computed), 0 none.
+        Follow with :meth:`end_record` once the sums are added."""
+        if self._sums is None or self._sums.device != torch.device(device):
+            self._sums = torch.zeros(len(self.candidates()), dtype=torch.float64, device=device)
+            self._counts = [0] * len(self.candidates())
+            self._budgets_dev = torch.tensor(self.budgets, dtype=torch.int64, device=device)
+        if verified == CHAIN:
+            self._counts[0] += bs
+            return self._sums, self._budgets_dev[:0], 0, 1
+        off = 1 if self.chain else 0
+        known = sum(1 for b in self.budgets if b <= int(verified))
+        for i in range(off, off + known):
+            self._counts[i] += bs
+        chain_sum = 2 if self.chain and with_chain else 0
+        if chain_sum:
+            self._counts[0] += bs
+        return self._sums, self._budgets_dev[:known], off, chain_sum
+
+    def end_record(self, bs: int) -> None:
+        """After a step's sums were added (:meth:`begin_record`): read back when due."""
         self._pending += 1
         self._poll()
         # While a candidate has no estimate the policy keeps verifying the largest budget (the

@@ -32,7 +32,7 @@ _CSRC = Path(__file__).resolve().parent / "csrc"  # package data: in the checkou
 
 
 _NAME = "sglang_ddtree_tree"
-_SOURCES = ("ddtree_bind.cpp", "ddtree_tree.cu", "ddtree_gdn_commit.cu")
+_SOURCES = ("ddtree_bind.cpp", "ddtree_tree.cu", "ddtree_gdn_commit.cu", "ddtree_step_stats.cu")
 _CFLAGS = ["-O3"]
 PREBUILT_DIR = Path(__file__).resolve().parent / "prebuilt"
 # H200 (measured), B200, RTX PRO 6000 Blackwell (the user's host); PTX of the last for newer parts.
@@ -219,6 +219,43 @@ def tree_walk(layout: VerifyLayout, target: torch.Tensor, max_depth: int) -> Acc
         layout.next_sibling.contiguous(), target.long().contiguous(), max_depth,
     )
     return Acceptance(accepted=accepted, accept_len=accept_len, new_tokens=new_tokens, num_new=accept_len + 1)
+
+
+def step_stats(accepted, accept_len, depth, stats, shadow=None, policy_sums=None):
+    """One launch for a step's statistics (``kernels/csrc/ddtree_step_stats.cu``), in place:
+
+    - ``stats`` (``metrics.DDTreeStats``): ``accept_hist``, ``depth_hist``, ``nodes`` as
+      ``DDTreeStats.record(accept_len, depth)`` adds them, and ``shadow_hist`` /
+      ``shadow_censored`` as ``record_shadow`` when ``stats.shadow`` and ``shadow`` is given;
+    - ``shadow``: ``(rank [bs, M], chain_tokens [bs, Lc] (any strides), bonus [bs], max_depth)``,
+      the arguments of ``core.shadow_chain.shadow_chain_accept`` (``rank`` without the root);
+    - ``policy_sums``: ``(sums [C] f64, budgets [known] i64, off, chain_sum)`` from
+      ``BudgetPolicy.begin_record`` (``chain_sum`` 1: add ``accept_len``, 2: the shadow's).
+
+    ``accepted [bs, T]``, ``accept_len [bs]``, ``depth [bs, M]`` int64. Returns the shadow's
+    ``(chain_accept [bs] int64, censored [bs] bool)``, or None without ``shadow``."""
+    i64 = lambda t: t.to(torch.int64).contiguous()  # noqa: E731
+    accepted, accept_len = i64(accepted), i64(accept_len)
+    bs = accepted.shape[0]
+    rank = chain = bonus = out = cens = None
+    depth_l = 0
+    if shadow is not None:
+        rank, chain, bonus, depth_l = shadow
+        rank, bonus, chain = i64(rank), i64(bonus), chain.to(torch.int64)
+        out = torch.empty(bs, dtype=torch.int64, device=accepted.device)
+        cens = torch.empty(bs, dtype=torch.bool, device=accepted.device)
+    sh = shadow is not None and stats.shadow
+    sums = budgets = None
+    off = chain_sum = 0
+    if policy_sums is not None:
+        sums, budgets, off, chain_sum = policy_sums
+    _load().step_stats(
+        accepted, accept_len, i64(depth), int(stats.max_depth), stats.accept_hist, stats.depth_hist, stats.nodes,
+        rank, chain, bonus, int(depth_l), out, cens, stats.shadow_hist if sh else None,
+        stats.shadow_censored if sh else None, sums, budgets, int(off), int(chain_sum),
+    )
+    stats.batch_steps += 1
+    return None if shadow is None else (out, cens)
 
 
 def gdn_tree_commit(state, state_idx, u, G, k, accepted, accept_len) -> None:

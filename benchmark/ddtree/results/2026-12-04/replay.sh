@@ -23,6 +23,9 @@ PHASES=${PHASES:-}  # non-empty: replay_bench.py --phases (device ms per step an
 PIN=${PIN:-}  # e.g. 'chain 16 64': DDTREE-auto's engine serves these fixed choices too (replay_bench.py --pin)
 # Budget auto's step-cost table(s): step_cost.py outputs, merged in order (replay_bench.py --auto-table).
 AUTO_TABLE=${AUTO_TABLE:-benchmark/ddtree/results/2026-12-02-s17/call3/sc/step_cost.auto-table.json}
+# The replay's limit and the last configuration start, seconds from this script's start (a caller
+# that runs something first in the same call passes less).
+LIMIT=${LIMIT:-560}; DEADLINE=${DEADLINE:-400}
 if [[ ! -f $TRACE ]]; then
   echo "next-replay.sh: no trace at $TRACE: record it first (benchmark/ddtree/record_traces.py, docs/traces.md) and" \
        "carry it in the checkout (or set TRACE=path)" | tee $R/rc.txt
@@ -33,15 +36,15 @@ t0=$(date +%s)
 bash scripts/gpu_run.sh --here --out $R/prep bench /dev/null > $R/prep.out 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
 echo "prep at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-# No configuration starts after 400 s into the call (--deadline-s counts from the sweep's start).
-timeout $(( 560 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/rp bench benchmark/ddtree/replay_bench.py \
+# No configuration starts after $DEADLINE s into the call (--deadline-s counts from the sweep's start).
+timeout $(( LIMIT - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/rp bench benchmark/ddtree/replay_bench.py \
   --trace $TRACE --models /tmp/qwen36 --configs $CONFIGS --concurrency $CONC \
   --rounds 2 --round-requests 8 --warmup-requests 4 "${CAP[@]}" \
   --auto-table $AUTO_TABLE ${PIN:+--pin $PIN} ${PHASES:+--phases} \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1,4,16,64]' \
-  --engine-arg context_length=8192 --case-timeout-s $CASE_TIMEOUT --deadline-s $(( 400 - $(date +%s) + t0 )) \
+  --engine-arg context_length=8192 --case-timeout-s $CASE_TIMEOUT --deadline-s $(( DEADLINE - $(date +%s) + t0 )) \
   --out $R/rp/replay.json --plot $R/rp/replay.png > $R/rp.out 2>&1
 echo "replay rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cp $R/rp/replay.json $R/rp/replay.png $R/ 2>/dev/null

@@ -11,6 +11,10 @@ cudaError_t ddtree_build_tree_layout(
     int64_t*, int64_t*, uint8_t*, cudaStream_t);
 cudaError_t ddtree_tree_walk(const int64_t*, const int64_t*, const int64_t*, const int64_t*, int,
                              int, int, int64_t*, int64_t*, int64_t*, cudaStream_t);
+cudaError_t ddtree_step_stats(const int64_t*, const int64_t*, const int64_t*, const int64_t*, const int64_t*,
+                              int64_t, int64_t, int, const int64_t*, int, int, int, int, int, int64_t*,
+                              int64_t*, int64_t*, int64_t*, int64_t*, int64_t*, uint8_t*, double*,
+                              const int64_t*, int, int, int, cudaStream_t);
 cudaError_t ddtree_gdn_tree_commit(float*, const int32_t*, const float*, const float*, const void*,
                                    int, const int32_t*, const int32_t*, int, int, int, int, int, int,
                                    int, cudaStream_t);
@@ -78,6 +82,81 @@ std::vector<torch::Tensor> tree_walk(torch::Tensor tokens, torch::Tensor first, 
       c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, "ddtree_tree_walk: ", cudaGetErrorString(err));
   return {accepted, accept_len, new_tokens};
+}
+
+static const int64_t* opt_ptr(const c10::optional<torch::Tensor>& t) {
+  return t.has_value() ? t->data_ptr<int64_t>() : nullptr;
+}
+
+// In place: one step's counters, shadow chain and budget-auto sums (ddtree_step_stats.cu).
+// shadow: (rank [bs, M], chain [bs, Lc] (any strides), bonus [bs], shadow_out [bs] i64,
+// censored_out [bs] bool) all given or all absent; shadow_hist / shadow_censored with them or
+// absent; sums [C] f64 with budgets [known] (chain_sum: 0 none, 1 accept length, 2 shadow).
+void step_stats(torch::Tensor accepted, torch::Tensor accept_len, torch::Tensor depth, int64_t hist_max,
+                torch::Tensor accept_hist, torch::Tensor depth_hist, torch::Tensor nodes,
+                c10::optional<torch::Tensor> rank, c10::optional<torch::Tensor> chain,
+                c10::optional<torch::Tensor> bonus, int64_t shadow_depth, c10::optional<torch::Tensor> shadow_out,
+                c10::optional<torch::Tensor> censored_out, c10::optional<torch::Tensor> shadow_hist,
+                c10::optional<torch::Tensor> shadow_censored, c10::optional<torch::Tensor> sums,
+                c10::optional<torch::Tensor> budgets, int64_t off, int64_t chain_sum) {
+  check(accepted, torch::kInt64, 2, "accepted [bs, T]");
+  check(accept_len, torch::kInt64, 1, "accept_len [bs]");
+  check(depth, torch::kInt64, 2, "depth [bs, M]");
+  const int64_t bs = accepted.size(0), T = accepted.size(1), M = depth.size(1);
+  TORCH_CHECK(accept_len.size(0) == bs && depth.size(0) == bs, "batch mismatch");
+  TORCH_CHECK(hist_max >= 0, "hist_max must be >= 0");
+  for (auto* h : {&accept_hist, &depth_hist}) {
+    check(*h, torch::kInt64, 1, "histogram");
+    TORCH_CHECK(h->size(0) == hist_max + 1, "histograms must have hist_max + 1 bins");
+  }
+  check(nodes, torch::kInt64, 0, "nodes []");
+  const bool shadow = rank.has_value();
+  TORCH_CHECK(chain.has_value() == shadow && bonus.has_value() == shadow && shadow_out.has_value() == shadow &&
+                  censored_out.has_value() == shadow,
+              "rank, chain, bonus, shadow_out and censored_out go together");
+  TORCH_CHECK(shadow_hist.has_value() == shadow_censored.has_value() && (shadow || !shadow_hist.has_value()),
+              "shadow_hist and shadow_censored go together, and with the shadow's inputs");
+  int64_t Lc = 0, sb = 0, sd = 0;
+  uint8_t* cens = nullptr;
+  if (shadow) {
+    check(*rank, torch::kInt64, 2, "rank [bs, M]");
+    TORCH_CHECK(rank->size(0) == bs && rank->size(1) == M, "rank must be [bs, M] like depth");
+    TORCH_CHECK(chain->is_cuda() && chain->scalar_type() == torch::kInt64 && chain->dim() == 2 &&
+                    chain->size(0) == bs && chain->size(1) >= 1, "chain must be an int64 CUDA [bs, Lc >= 1]");
+    check(*bonus, torch::kInt64, 1, "bonus [bs]");
+    check(*shadow_out, torch::kInt64, 1, "shadow_out [bs]");
+    check(*censored_out, torch::kBool, 1, "censored_out [bs]");
+    TORCH_CHECK(bonus->size(0) == bs && shadow_out->size(0) == bs && censored_out->size(0) == bs, "batch mismatch");
+    TORCH_CHECK(shadow_depth >= 0, "shadow_depth must be >= 0");
+    Lc = chain->size(1), sb = chain->stride(0), sd = chain->stride(1);
+    cens = reinterpret_cast<uint8_t*>(censored_out->data_ptr<bool>());
+    if (shadow_hist.has_value()) {
+      check(*shadow_hist, torch::kInt64, 1, "shadow_hist");
+      TORCH_CHECK(shadow_hist->size(0) == hist_max + 1, "shadow_hist must have hist_max + 1 bins");
+      check(*shadow_censored, torch::kInt64, 0, "shadow_censored []");
+    }
+  }
+  TORCH_CHECK(sums.has_value() == budgets.has_value(), "sums and budgets go together");
+  int64_t known = 0;
+  if (sums.has_value()) {
+    check(*sums, torch::kFloat64, 1, "sums [C]");
+    check(*budgets, torch::kInt64, 1, "budgets [known]");
+    known = budgets->size(0);
+    TORCH_CHECK(off >= 0 && off + known <= sums->size(0), "budget sums out of range");
+    TORCH_CHECK(chain_sum >= 0 && chain_sum <= 2, "chain_sum must be 0, 1 or 2");
+    TORCH_CHECK(chain_sum != 2 || shadow, "chain_sum 2 needs the shadow's inputs");
+    TORCH_CHECK(chain_sum == 0 || sums->size(0) >= 1, "no chain slot");
+  }
+  cudaError_t err = ddtree_step_stats(
+      accepted.data_ptr<int64_t>(), accept_len.data_ptr<int64_t>(), depth.data_ptr<int64_t>(), opt_ptr(rank),
+      shadow ? chain->data_ptr<int64_t>() : nullptr, sb, sd, (int)Lc, opt_ptr(bonus), (int)shadow_depth, (int)bs,
+      (int)T, (int)M, (int)hist_max, accept_hist.data_ptr<int64_t>(), depth_hist.data_ptr<int64_t>(),
+      nodes.data_ptr<int64_t>(), shadow_hist.has_value() ? shadow_hist->data_ptr<int64_t>() : nullptr,
+      shadow_censored.has_value() ? shadow_censored->data_ptr<int64_t>() : nullptr,
+      shadow ? shadow_out->data_ptr<int64_t>() : nullptr, cens,
+      sums.has_value() ? sums->data_ptr<double>() : nullptr, opt_ptr(budgets), (int)known, (int)off,
+      sums.has_value() ? (int)chain_sum : 0, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "ddtree_step_stats: ", cudaGetErrorString(err));
 }
 
 // In place: state[state_idx[b]] <- the accepted node's GDN state (ddtree_gdn_commit.cu).
@@ -166,4 +245,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gdn_tree_commit", &gdn_tree_commit, "DDTree tree-GDN state commit (in place)");
   m.def("build_tree_layout", &build_tree_layout, "DDTree best-first tree + verify layout");
   m.def("tree_walk", &tree_walk, "DDTree tree walk");
+  m.def("step_stats", &step_stats, "DDTree step counters, shadow chain and budget-auto sums (in place)");
 }
