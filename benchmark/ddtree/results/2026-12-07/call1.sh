@@ -8,12 +8,13 @@
 # the step's counters, shadow chain and budget-auto sums in one launch). Carry the bundle built
 # from this commit (its prebuilt extension has the new kernel) and that trace.
 R=${OUT:?}
+# CONC (default '1 4 16') and END (seconds the call may take, default 565) shorten it.
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 timeout 100 bash scripts/gpu_run.sh --here --out $R/t test test/core/test_gpu.py > $R/t.out 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 tail -n 3 $R/t.out >> $R/rc.txt
 el=$(( $(date +%s) - t0 ))
-TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="DDTREE-auto DFLASH" CONC="1 4 16" PIN="chain 16 64" PHASES=1 \
-  LIMIT=$(( 565 - el )) DEADLINE=$(( 400 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
+TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="DDTREE-auto DFLASH" CONC="${CONC:-1 4 16}" PIN="chain 16 64" PHASES=1 \
+  LIMIT=$(( ${END:-565} - el )) DEADLINE=$(( ${END:-565} - 165 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
 cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf t t.out
