@@ -1,5 +1,5 @@
 #!/bin/bash
-# Any one-GPU kind, ~4.5 min (what the session's device time left allows): the step statistics
+# Any one-GPU kind, ~5 min (what the session's device time left allows): the step statistics
 # kernel's GPU tests (test/core/test_gpu.py) and, at one request on the v2 HumanEval trace,
 # DDTREE-auto against budget 16 pinned in the same engine (--phases: the step outside the phases,
 # where the policy's own kernels were). Carry the bundle built from this commit and that trace.
@@ -11,5 +11,5 @@ echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 tail -n 3 $R/t.out >> $R/rc.txt
 el=$(( $(date +%s) - t0 ))
 TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="DDTREE-auto" CONC="1" PIN="16" PHASES=1 \
-  LIMIT=$(( ${END:-270} - el )) DEADLINE=$(( ${END:-270} - 200 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
+  LIMIT=$(( ${END:-300} - el )) DEADLINE=$(( ${END:-300} - 170 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
 cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf t t.out
