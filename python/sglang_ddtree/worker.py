@@ -51,7 +51,7 @@ from .engine.draft_head import DraftTopKHead
 from .engine.penalty_state import penalised, state_for
 from .engine.verify_widths import build_verify_runtimes
 from .kernels import draft_topk, tree_cuda
-from .config import BENCH_PIN
+from .config import BENCH_PIN, STEP_STATS_KERNEL
 from .metrics import DDTreeStats
 from .server_args import GDN_SNAPSHOT, GDN_WY, check_attention_backends, drafter_block_size, eager_verify
 from .verify_info import DDTreeVerifyInput, apply_grammar, output_logprobs, prepare_state_tracking, root_only_layout
@@ -125,6 +125,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # The CUDA tree kernels; None: the torch path (CPU, or --speculative-ddtree-allow-slow-kernels).
         allow_slow = bool(server_args.speculative_ddtree_allow_slow_kernels)
         self._tree_cuda = tree_cuda if tree_cuda.serves(self.device, allow_slow) else None
+        self._step_stats = self._tree_cuda if STEP_STATS_KERNEL.get() else None  # (SGLANG_DDTREE_STEP_STATS_KERNEL)
         if str(self.device).startswith("cuda"):
             topk_kernel = "fused Triton kernel" if self.topk <= draft_topk.MAX_K else "torch"
             if self._tree_cuda is not None:
@@ -248,18 +249,18 @@ class DDTreeWorker(DFlashWorkerV2):
     def _record_step(self, choice, pinned, tree, acc, chain_tokens, bonus, L):
         """The step's counters (``self.stats``), the DFLASH chain's shadow accept length (for
         ``--speculative-ddtree-shadow-linear`` and for budget auto's chain estimate on a tree
-        step) and budget auto's profile: one launch with the CUDA kernels
-        (``tree_cuda.step_stats``), else their torch forms. ``chain_tokens [bs, L]`` the rank-0
-        draft per depth, ``bonus [bs]``. Returns the shadow ``(chain_accept [bs], censored
+        step) and budget auto's profile: one launch with the CUDA kernels under
+        ``SGLANG_DDTREE_STEP_STATS_KERNEL`` (``tree_cuda.step_stats``), else their torch forms.
+        ``chain_tokens [bs, L]`` the rank-0 draft per depth, ``bonus [bs]``. Returns the shadow ``(chain_accept [bs], censored
         [bs])`` or None (not computed this step)."""
         policy = self.policy if self.policy is not None and not pinned else None
         bs = acc.accept_len.shape[0]
         want = self.shadow or (policy is not None and policy.chain and choice != CHAIN)
         if self.policy is not None:
             self.stats.record_choice(choice)
-        if self._tree_cuda is not None:
+        if self._step_stats is not None:
             sums = policy.begin_record(choice, bs, acc.accepted.device, want) if policy is not None and bs else None
-            shadow = self._tree_cuda.step_stats(acc.accepted, acc.accept_len, tree.depth, self.stats,
+            shadow = self._step_stats.step_stats(acc.accepted, acc.accept_len, tree.depth, self.stats,
                                                 (tree.rank, chain_tokens, bonus, L) if want else None, sums)
             if sums is not None:
                 policy.end_record(bs)

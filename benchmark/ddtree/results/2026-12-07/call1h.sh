@@ -8,6 +8,7 @@
 # the step's counters, shadow chain and budget-auto sums in one launch). Carry the bundle built
 # from this commit (its prebuilt extension has the new kernel) and that trace.
 R=${OUT:?}
+export SGLANG_DDTREE_STEP_STATS_KERNEL=1  # the step statistics in one launch (off by default until measured)
 # CONC (default '1 4 16') and END (seconds the call may take, default 565) shorten it.
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1

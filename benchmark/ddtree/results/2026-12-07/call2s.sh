@@ -4,6 +4,7 @@
 # DDTREE-auto against budget 16 pinned in the same engine (--phases: the step outside the phases,
 # where the policy's own kernels were). Carry the bundle built from this commit and that trace.
 R=${OUT:?}
+export SGLANG_DDTREE_STEP_STATS_KERNEL=1  # the step statistics in one launch (off by default until measured)
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 timeout 100 bash scripts/gpu_run.sh --here --out $R/t test test/core/test_gpu.py > $R/t.out 2>&1
