@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared, not run (seven H200 starts failed on 2026-12-06, four on 2026-12-07); superseded by results/2026-12-07/call1.sh.
+# Prepared, not run (seven H200 starts failed on 2026-12-06; on 2026-12-07 every H200 and H100 start failed); superseded by results/2026-12-07/call1.sh.
 # nvidia-h200 (needs_h200: sglang's DFLASH at 16 requests does not fit an H100 at 27B shapes), ~9 min.
 # Issue 32's goal in one run on one GPU: the retrained drafter's HumanEval trace
 # (benchmark/ddtree/traces/v2/humaneval.pt), DDTREE-auto (the decayed-mean estimates of c91e488)

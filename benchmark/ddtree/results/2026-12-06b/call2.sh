@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared, not run: seven H200 starts failed on 2026-12-06 and four on 2026-12-07.
+# Prepared, not run: seven H200 starts failed on 2026-12-06, and every H200 and H100 start on 2026-12-07.
 # nvidia-h200 (needs_h200: sglang's DFLASH at 16 requests does not fit an H100 at 27B shapes), ~9.5 min.
 # Issue 29's ratios at the current commit (default budget 15, the GatedDeltaNet projections read
 # in place) at 1 and 16 requests: sglang's DFLASH twice (DFLASH and DFLASH@2, first and last: the
