@@ -251,8 +251,8 @@ class DDTreeWorker(DFlashWorkerV2):
         ``--speculative-ddtree-shadow-linear`` and for budget auto's chain estimate on a tree
         step) and budget auto's profile: one launch with the CUDA kernels under
         ``SGLANG_DDTREE_STEP_STATS_KERNEL`` (``tree_cuda.step_stats``), else their torch forms.
-        ``chain_tokens [bs, L]`` the rank-0 draft per depth, ``bonus [bs]``. Returns the shadow ``(chain_accept [bs], censored
-        [bs])`` or None (not computed this step)."""
+        ``chain_tokens [bs, L]`` the rank-0 draft per depth, ``bonus [bs]``. Returns the shadow
+        ``(chain_accept [bs], censored [bs])`` or None (not computed this step)."""
         policy = self.policy if self.policy is not None and not pinned else None
         bs = acc.accept_len.shape[0]
         want = self.shadow or (policy is not None and policy.chain and choice != CHAIN)
