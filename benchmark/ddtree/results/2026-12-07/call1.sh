@@ -9,13 +9,15 @@
 # from this commit (its prebuilt extension has the new kernel) and that trace.
 R=${OUT:?}
 export SGLANG_DDTREE_STEP_STATS_KERNEL=1  # the step statistics in one launch (off by default until measured)
-# CONC (default '1 4 16') and END (seconds the call may take, default 565) shorten it.
+# CONC (default '1 4 16'), CONFIGS (default 'DDTREE-auto DFLASH'), PIN (default 'chain 16 64') and END
+# (seconds the call may take, default 565) give other sweeps of it (call1h.sh, call2s.sh); DFLASH_CAP
+# reaches replay.sh.
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 timeout 100 bash scripts/gpu_run.sh --here --out $R/t test test/core/test_gpu.py > $R/t.out 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 tail -n 3 $R/t.out >> $R/rc.txt
 el=$(( $(date +%s) - t0 ))
-TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="DDTREE-auto DFLASH" CONC="${CONC:-1 4 16}" PIN="chain 16 64" PHASES=1 \
+TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="${CONFIGS:-DDTREE-auto DFLASH}" CONC="${CONC:-1 4 16}" PIN="${PIN-chain 16 64}" PHASES=1 \
   LIMIT=$(( ${END:-565} - el )) DEADLINE=$(( ${END:-565} - 165 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
 cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf t t.out

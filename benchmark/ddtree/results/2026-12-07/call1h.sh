@@ -1,21 +1,4 @@
 #!/bin/bash
-# Any kind; on an H100 sglang's DFLASH starts only sized for one request, so it runs at 1 (DFLASH_CAP=1), ~9.5 min.
-# (a) The step statistics kernel's GPU tests (test/core/test_gpu.py: tree_cuda.step_stats against
-# the torch forms; the step program free of host synchronisation) and (b) issue 32's goal in one
-# run on one GPU with it: the retrained drafter's HumanEval trace (benchmark/ddtree/traces/v2/
-# humaneval.pt), DDTREE-auto (c91e488's estimates) with the chain and budgets 16 / 64 pinned in its
-# engine, and sglang's DFLASH, at 1 / 4 / 16 requests, --phases (results/2026-12-06b/call1.sh with
-# the step's counters, shadow chain and budget-auto sums in one launch). Carry the bundle built
-# from this commit (its prebuilt extension has the new kernel) and that trace.
-R=${OUT:?}
-export SGLANG_DDTREE_STEP_STATS_KERNEL=1  # the step statistics in one launch (off by default until measured)
-# CONC (default '1 4 16') and END (seconds the call may take, default 565) shorten it.
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-timeout 100 bash scripts/gpu_run.sh --here --out $R/t test test/core/test_gpu.py > $R/t.out 2>&1
-echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-tail -n 3 $R/t.out >> $R/rc.txt
-el=$(( $(date +%s) - t0 ))
-TRACE=benchmark/ddtree/traces/v2/humaneval.pt DFLASH_CAP=1 CONFIGS="DFLASH DDTREE-auto" CONC="${CONC:-1 4 16}" PIN="chain 16 64" PHASES=1 \
-  LIMIT=$(( ${END:-565} - el )) DEADLINE=$(( ${END:-565} - 165 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
-cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf t t.out
+# Any kind, ~9.5 min: call1.sh on an H100, where sglang's DFLASH starts only sized for one request:
+# DFLASH at one request (run first), DDTREE-auto with its pinned choices at 1 / 4 / 16.
+DFLASH_CAP=1 CONFIGS="DFLASH DDTREE-auto" bash "$(dirname "$0")/call1.sh"
