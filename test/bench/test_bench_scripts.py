@@ -374,3 +374,18 @@ def test_step_cost_pin_needs_the_table_before_any_engine(tmp_path):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
         assert r.returncode != 0 and msg in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke mode (the GPU runs the real sweep)")
+def test_bench_skinny_gemm_smoke(tmp_path):
+    out = tmp_path / "skinny.json"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "bench_skinny_gemm.py"), "--smoke",
+                        "--m", "17", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert len(d["rows"]) == 8 and {x["shape"] for x in d["rows"]} >= {"mlp_gate_up", "lm_head"}
+    for x in d["rows"]:
+        assert x["cublas_us"] > 0 and x["best_us"] > 0 and x["best_rel_err"] < 2e-2, x
+    (seq,) = d["sequence"]
+    assert seq["m"] == 17 and seq["cublas_ms"] > 0 and seq["best_ms"] > 0 and seq["weight_gb"] > 0

@@ -29,6 +29,7 @@ from sglang_ddtree.config import TRITON_INTERP_CHILD
 from sglang_ddtree.core.tree_builder import build_tree, pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout
 from sglang_ddtree.kernels.gdn_tree import naive
+from sglang_ddtree.testing.triton_interpreter import patch_scalar_index
 
 HAS_CUDA = torch.cuda.is_available()
 CHILD_ENV = TRITON_INTERP_CHILD.name
@@ -36,24 +37,8 @@ IN_CHILD = bool(TRITON_INTERP_CHILD.get())
 DEV = "cuda" if HAS_CUDA else "cpu"
 
 
-def _interpreter_scalar_index() -> None:
-    """In Triton's interpreter a scalar loaded from memory is a one-element array, which its
-    ``__index__`` (used by ``range`` over a loaded loop bound) cannot convert; compiled Triton has
-    no such limit. Patched in the interpreter child only."""
-    import numpy as np
-    from triton.runtime import interpreter
-
-    original = interpreter._patch_lang_tensor
-
-    def patch(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
-
-    interpreter._patch_lang_tensor = patch
-
-
 if IN_CHILD and os.environ.get("TRITON_INTERPRET") == "1":
-    _interpreter_scalar_index()
+    patch_scalar_index()
 
 kernels_here = pytest.mark.skipif(
     not (HAS_CUDA or IN_CHILD), reason="runs compiled on a GPU, or in the interpreter child process"

@@ -1,0 +1,223 @@
+"""The target's linear layers at a verify step's few tokens: cuBLAS (``F.linear``, what sglang's
+layers call) against ``kernels.skinny_gemm`` swept over its tilings, at Qwen3.6-27B's weight
+shapes, on one GPU. Answers whether a hand-tiled kernel reads the weights faster than cuBLAS does
+at M = 16 / 17 (issue 29: the step's GEMMs run at 89-94% of the copy rate in the engine).
+
+Per shape and M: each variant is captured in a CUDA graph cycling over enough weight copies to
+exceed the L2 several times, replayed ``--reps`` times (median); rows give microseconds per call
+and the weight bytes read per second. Then the whole target's sequence of linear layers (64
+layers: 16 x (3 GatedDeltaNet + 1 attention), each layer's projections in order, the lm_head
+once) in one graph with cuBLAS and with the best tiling per shape, and the card's copy rate.
+The best tiling's output is checked against cuBLAS's (max abs difference over max abs value).
+
+    python3 benchmark/ddtree/bench_skinny_gemm.py --out skinny_gemm.json
+
+``--smoke`` runs the same sweep on CPU under ``TRITON_INTERPRET=1`` (widths / 64, fp16, one tiling
+per shape, eager calls timed by the host clock): it checks the script, not the speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+from sglang_ddtree.kernels.skinny_gemm import Config, block_m, skinny_linear  # noqa: E402
+from sglang_ddtree.testing.cuda_graph import capture  # noqa: E402
+
+H, FFN, VOCAB = 5120, 17408, 248320
+# name: (N, K) of Qwen3.6-27B's weight matrices (qwen36_shapes.py)
+SHAPES = {
+    "gdn_in_proj_qkvz": (2 * 16 * 128 + 2 * 48 * 128, H),
+    "gdn_in_proj_ba": (2 * 48, H),
+    "gdn_out_proj": (H, 48 * 128),
+    "attn_qkv_proj": (2 * 24 * 256 + 2 * 4 * 256, H),
+    "attn_o_proj": (H, 24 * 256),
+    "mlp_gate_up": (2 * FFN, H),
+    "mlp_down": (H, FFN),
+    "lm_head": (VOCAB, H),
+}
+GDN_LAYER = ["gdn_in_proj_qkvz", "gdn_in_proj_ba", "gdn_out_proj", "mlp_gate_up", "mlp_down"]
+ATTN_LAYER = ["attn_qkv_proj", "attn_o_proj", "mlp_gate_up", "mlp_down"]
+SEQUENCE = (GDN_LAYER * 3 + ATTN_LAYER) * 16 + ["lm_head"]
+
+
+def configs(M: int, N: int, K: int, sms: int):
+    """The tilings swept at one shape: shared memory within 200 KB, K divisible, and no more than
+    eight programs per multiprocessor."""
+    bm = block_m(M)
+    for BN, BK, sk, st in itertools.product((64, 128, 256), (128, 256), (1, 2, 4), (3, 5)):
+        if (BN * BK + BK * bm) * 2 * st > 200 * 1024 or K % (BK * sk):
+            continue
+        if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
+            continue
+        yield Config(BN=BN, BK=BK, split_k=sk, num_stages=st, num_warps=8 if BN == 256 else 4)
+
+
+class _Eager:
+    """The CPU smoke mode's stand-in for a captured graph: ``replay`` calls the function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def replay(self):
+        self.fn()
+
+
+def capture_or_eager(fn, smoke: bool):
+    if smoke:
+        return _Eager(fn), fn()
+    return capture(fn)
+
+
+def timed(graph, reps: int) -> float:
+    """Milliseconds per replay, the median of ``reps``."""
+    if isinstance(graph, _Eager):
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            graph.replay()
+            times.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(times)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        graph.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def cycling(fn, weights, calls, smoke):
+    """A graph of ``calls`` calls of ``fn(w)`` over the weight copies in turn."""
+    return capture_or_eager(lambda: [fn(weights[i % len(weights)]) for i in range(calls)], smoke)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--m", type=int, nargs="+", default=[16, 17], help="tokens (verify positions)")
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--bytes-per-shape", type=float, default=1.5e9, help="weight copies per shape, in bytes")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--max-seconds", type=float, default=300, help="stop sweeping after this long")
+    ap.add_argument("--smoke", action="store_true", help="CPU, Triton interpreter, widths / 64")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    t0 = time.time()
+    shapes = dict(SHAPES)
+    if a.smoke:
+        from sglang_ddtree.testing.triton_interpreter import patch_scalar_index
+
+        patch_scalar_index()
+        shapes = {s: (max(16, n // 64), 1024 if k > H else 512) for s, (n, k) in shapes.items()}
+        a.bytes_per_shape, a.reps = 1, 1
+    dev, dt = ("cpu", torch.float16) if a.smoke else ("cuda", torch.bfloat16)
+    sms = 4 if a.smoke else torch.cuda.get_device_properties(0).multi_processor_count
+    torch.manual_seed(0)
+
+    buf = torch.empty(int(2e6 if a.smoke else 2e9) // 2, dtype=dt, device=dev)
+    dst = torch.empty_like(buf)
+    g, _ = capture_or_eager(lambda: dst.copy_(buf), a.smoke)
+    copy_ms = timed(g, a.reps)
+    copy_rate = 2 * buf.numel() * 2 / copy_ms / 1e9  # read + write, TB/s
+    del buf, dst, g
+    meta = dict(device="cpu (smoke)" if a.smoke else torch.cuda.get_device_name(), sms=sms, copy_rate_tbs=round(copy_rate, 3),
+                torch=torch.__version__)
+    print("[skinny_gemm]", json.dumps(meta), flush=True)
+
+    weights = {}
+    for name in a.shapes:
+        N, K = shapes[name]
+        n = max(2, math.ceil(a.bytes_per_shape / (N * K * 2)))
+        weights[name] = [torch.randn(N, K, device=dev, dtype=dt) / K ** 0.5 for _ in range(n)]
+
+    rows, best = [], {}
+    for M, name in itertools.product(a.m, a.shapes):
+        N, K = shapes[name]
+        ws = weights[name]
+        x = torch.randn(M, K, device=dev, dtype=dt)
+        calls = 4 * len(ws)
+        gb = N * K * 2 / 1e9
+        g, _ = cycling(lambda w: F.linear(x, w), ws, calls, a.smoke)
+        cublas_us = timed(g, a.reps) * 1e3 / calls
+        del g
+        row = dict(m=M, shape=name, n=N, k=K, cublas_us=round(cublas_us, 2),
+                   cublas_tbs=round(gb / cublas_us * 1e3, 3), configs={})
+        want = F.linear(x, ws[0]).float()
+        top = None
+        for cfg in list(configs(M, N, K, sms))[:1 if a.smoke else None]:
+            if time.time() - t0 > a.max_seconds:
+                row["stopped"] = "max-seconds"
+                break
+            wsp = torch.empty(cfg.split_k * M * N, dtype=torch.float32, device=dev)
+            out = torch.empty(M, N, dtype=dt, device=dev)
+            try:
+                g, _ = cycling(lambda w, cfg=cfg: skinny_linear(x, w, cfg=cfg, out=out, workspace=wsp), ws, calls,
+                              a.smoke)
+            except Exception as e:  # a tiling Triton cannot build here (resources): recorded, skipped
+                if a.smoke:
+                    raise
+                row["configs"][cfg.name()] = f"error: {type(e).__name__}: {str(e)[:120]}"
+                continue
+            us = timed(g, a.reps) * 1e3 / calls
+            del g
+            row["configs"][cfg.name()] = round(us, 2)
+            if top is None or us < top[1]:
+                top = (cfg, us)
+        if top is not None:
+            cfg, us = top
+            got = skinny_linear(x, ws[0], cfg=cfg).float()
+            err = float((got - want).abs().max() / want.abs().max())
+            assert not torch.isnan(got).any() and err < 2e-2, (name, M, err)
+            row.update(best=cfg.name(), best_us=round(us, 2), best_tbs=round(gb / us * 1e3, 3),
+                       best_vs_cublas=round(us / cublas_us, 4), best_rel_err=err)
+            best[(M, name)] = cfg
+        print("[skinny_gemm]", json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
+        rows.append(row)
+
+    seq = []
+    if set(a.shapes) == set(shapes):
+        for M in a.m:
+            if not all((M, s) in best for s in shapes):
+                continue
+            x = {s: torch.randn(M, shapes[s][1], device=dev, dtype=dt) for s in shapes}
+            wsps = {s: torch.empty(best[(M, s)].split_k * M * shapes[s][0], dtype=torch.float32, device=dev)
+                    for s in shapes}
+            count = {s: 0 for s in shapes}
+
+            def nxt(s):
+                count[s] += 1
+                return weights[s][count[s] % len(weights[s])]
+
+            g1, _ = capture_or_eager(lambda: [F.linear(x[s], nxt(s)) for s in SEQUENCE], a.smoke)
+            g2, _ = capture_or_eager(lambda: [skinny_linear(x[s], nxt(s), cfg=best[(M, s)], workspace=wsps[s])
+                                              for s in SEQUENCE], a.smoke)
+            gbytes = sum(shapes[s][0] * shapes[s][1] * 2 for s in SEQUENCE) / 1e9
+            r = dict(m=M, weight_gb=round(gbytes, 3), cublas_ms=round(timed(g1, a.reps), 3),
+                     best_ms=round(timed(g2, a.reps), 3), floor_ms_at_copy_rate=round(gbytes / copy_rate, 3))
+            del g1, g2
+            print("[skinny_gemm] sequence", json.dumps(r), flush=True)
+            seq.append(r)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(dict(meta=meta, rows=rows, sequence=seq, seconds=round(time.time() - t0, 1)),
+                                indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

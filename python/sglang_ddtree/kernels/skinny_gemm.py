@@ -1,0 +1,146 @@
+"""A linear layer for few tokens (Triton), with the plain-torch reference beside it.
+
+    x      [M, K]   bf16 / fp16, K contiguous, M <= 64
+    weight [N, K]   x's dtype, K contiguous (a torch ``nn.Linear`` weight)
+    bias   [N]      optional
+    ->  y  [M, N]   x's dtype, contiguous: ``x @ weight.T + bias``, accumulated in fp32
+
+At M of a verify step (1 to a few tens of tokens) the product reads the weight once and is bound
+by memory. The kernel walks the weight in tiles of ``[BN, BK]`` rows x columns, multiplies each by
+the tokens' ``[BK, BM]`` slice (tensor cores, the tokens padded to BM), and splits K over
+``SPLIT_K`` programs when N alone gives too few tiles to keep the card's memory busy: the partial
+sums go to an fp32 workspace ``[SPLIT_K, M, N]`` that a second kernel adds in a fixed order (the
+result does not depend on scheduling). ``Config`` holds one choice of tiles; ``skinny_linear``
+takes one explicitly (the benchmark sweeps them per shape). Raises ValueError for inputs outside
+this contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_M = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """One tiling: ``BN`` weight rows and ``BK`` columns a program step, ``split_k`` programs along
+    K, Triton's ``num_stages`` (loads in flight) and ``num_warps``."""
+
+    BN: int = 128
+    BK: int = 256
+    split_k: int = 1
+    num_stages: int = 4
+    num_warps: int = 4
+
+    def name(self) -> str:
+        return f"bn{self.BN}_bk{self.BK}_sk{self.split_k}_st{self.num_stages}_w{self.num_warps}"
+
+
+@triton.jit
+def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
+                   HAS_BIAS: tl.constexpr):
+    """Grid (cdiv(N, BN), SPLIT_K). Program (n, s) sums ``K_SPLIT`` columns from ``s * K_SPLIT``
+    (a multiple of BK) for weight rows ``n * BN ...``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    n_ok = rn < N
+    m_ok = rm < M
+    k0 = pid_k * K_SPLIT
+    wp = w + rn.to(tl.int64)[:, None] * sw_n + (k0 + rk)[None, :]
+    xp = x + rm[None, :] * sx_m + (k0 + rk)[:, None]
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for _ in range(0, K_SPLIT, BK):
+        wt = tl.load(wp, mask=n_ok[:, None], other=0.0, eviction_policy="evict_first")
+        xt = tl.load(xp, mask=m_ok[None, :], other=0.0)
+        acc = tl.dot(wt, xt, acc)
+        wp += BK
+        xp += BK
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc += tl.load(b + rn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
+        tl.store(y + rm[None, :] * sy_m + rn[:, None], acc.to(y.dtype.element_ty),
+                 mask=n_ok[:, None] & m_ok[None, :])
+    else:
+        tl.store(ws + (pid_k * M + rm[None, :]).to(tl.int64) * N + rn[:, None], acc,
+                 mask=n_ok[:, None] & m_ok[None, :])
+
+
+@triton.jit
+def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Grid (M, cdiv(N, BLOCK)): ``y[m, n] = sum_s ws[s, m, n] (+ b[n])`` with s in order."""
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = rn < N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        acc += tl.load(ws + (s * M + m).to(tl.int64) * N + rn, mask=ok, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(b + rn, mask=ok, other=0.0).to(tl.float32)
+    tl.store(y + m * sy_m + rn, acc.to(y.dtype.element_ty), mask=ok)
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Config) -> None:
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"skinny_linear: x [M, K] and weight [N, K] expected, got {tuple(x.shape)}, "
+                         f"{tuple(weight.shape)}")
+    if not 1 <= x.shape[0] <= MAX_M:
+        raise ValueError(f"skinny_linear: M = {x.shape[0]} outside 1..{MAX_M}")
+    if x.dtype != weight.dtype or x.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"skinny_linear: x and weight must share bf16 or fp16, got {x.dtype}, {weight.dtype}")
+    if x.stride(1) != 1 or weight.stride(1) != 1:
+        raise ValueError("skinny_linear: the last dim of x and weight must be contiguous")
+    if bias is not None and (tuple(bias.shape) != (weight.shape[0],) or not bias.is_contiguous()):
+        raise ValueError(f"skinny_linear: bias [N] contiguous expected, got {tuple(bias.shape)}")
+    K = x.shape[1]
+    if K % (cfg.BK * cfg.split_k) != 0:
+        raise ValueError(f"skinny_linear: K = {K} is not a multiple of BK x split_k = {cfg.BK * cfg.split_k} "
+                         f"({cfg.name()})")
+
+
+def block_m(M: int) -> int:
+    """The tokens' tile: M padded to 16, 32 or 64."""
+    return 16 if M <= 16 else 32 if M <= 32 else 64
+
+
+def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                  cfg: Config = Config(), out: Optional[torch.Tensor] = None,
+                  workspace: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
+    ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None)."""
+    _check(x, weight, bias, cfg)
+    M, K = x.shape
+    N = weight.shape[0]
+    y = out if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
+    b = bias if bias is not None else y
+    if cfg.split_k > 1:
+        ws = workspace if workspace is not None else torch.empty(cfg.split_k * M * N, dtype=torch.float32,
+                                                                 device=x.device)
+    else:
+        ws = y
+    grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
+    _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
+                         y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
+                         HAS_BIAS=bias is not None and cfg.split_k == 1,
+                         num_stages=cfg.num_stages, num_warps=cfg.num_warps)
+    if cfg.split_k > 1:
+        _split_sum_kernel[(M, triton.cdiv(N, 1024))](ws, b, y, M, N, y.stride(0), SPLIT_K=cfg.split_k,
+                                                     BLOCK=1024, HAS_BIAS=bias is not None, num_warps=4)
+    return y
+
+
+def skinny_linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Plain torch: fp32 accumulation, cast to x's dtype."""
+    y = x.float() @ weight.float().T
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)

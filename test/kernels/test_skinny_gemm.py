@@ -1,0 +1,85 @@
+"""kernels/skinny_gemm.py, the linear layer for few tokens, against its float64 reference on fresh
+random bf16 / fp16 inputs (bf16 on a GPU only: the interpreter's ``tl.dot`` misreads bf16): within 1e-2 of the output's max (the reference uses the same rounded
+inputs; what remains is fp32 accumulation and one rounding of the output); NaN never passes, and
+every output element is written (outputs are poisoned first). Compiled on a GPU, in the Triton
+interpreter on CPU (small shapes)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
+
+from sglang_ddtree.kernels.skinny_gemm import Config, skinny_linear, skinny_linear_reference
+
+test_in_triton_interpreter = interpreter_test(__file__)
+
+# Small enough for the interpreter; on a GPU a row at the target's widths too.
+SHAPES = [(1, 40, 128), (16, 96, 256), (17, 130, 512), (33, 64, 256), (64, 72, 128)]
+DTYPES = [torch.float16]
+if HAS_CUDA:
+    SHAPES += [(17, 5120, 17408), (16, 34816, 5120), (3, 96, 5120)]
+    DTYPES += [torch.bfloat16]
+
+
+def _inputs(M, N, K, dtype, seed, bias):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, K, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(N, K, generator=g) / K ** 0.5).to(dtype).to(DEV)
+    b = torch.randn(N, generator=g).to(dtype).to(DEV) if bias else None
+    return x, w, b
+
+
+def _rel(a, b):
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
+
+
+def _reference64(x, w, b):
+    y = x.double().cpu() @ w.double().cpu().T
+    return y + b.double().cpu() if b is not None else y
+
+
+@kernels_here
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("split_k", [1, 2, 4])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matches_float64_reference(M, N, K, split_k, bias, dtype):
+    x, w, b = _inputs(M, N, K, dtype, seed=M * 7 + N + K + split_k, bias=bias)
+    cfg = Config(BN=64, BK=32, split_k=split_k, num_stages=2)
+    out = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
+    y = skinny_linear(x, w, b, cfg, out=out)
+    assert y.data_ptr() == out.data_ptr() and y.shape == (M, N) and y.dtype == dtype
+    assert not torch.isnan(y).any()
+    assert _rel(y.cpu(), _reference64(x, w, b)) < 1e-2
+    assert _rel(skinny_linear_reference(x, w, b).cpu(), _reference64(x, w, b)) < 1e-2
+
+
+@kernels_here
+@pytest.mark.parametrize("cfg", [Config(BN=32, BK=128, split_k=2), Config(BN=128, BK=64), Config(BN=16, BK=32)])
+def test_every_tiling_gives_the_same_sums(cfg):
+    """Tilings differ only in how K is split; with fp16 inputs whose products are exact in fp32 and
+    sums below 2^24 ulp, every tiling gives the same bits."""
+    g = torch.Generator().manual_seed(5)
+    M, N, K = 9, 70, 256
+    x = torch.randint(-4, 5, (M, K), generator=g).to(torch.float16).to(DEV)
+    w = torch.randint(-4, 5, (N, K), generator=g).to(torch.float16).to(DEV)
+    want = (x.double().cpu() @ w.double().cpu().T).to(torch.float16)
+    assert torch.equal(skinny_linear(x, w, cfg=cfg).cpu(), want)
+
+
+def test_bad_arguments_are_refused():
+    x = torch.zeros(4, 128, dtype=torch.bfloat16)
+    w = torch.zeros(8, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"\[M, K\]"):
+        skinny_linear(x, w[:, :64])
+    with pytest.raises(ValueError, match="M = 65"):
+        skinny_linear(torch.zeros(65, 128, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        skinny_linear(x.float(), w.float())
+    with pytest.raises(ValueError, match="multiple of BK"):
+        skinny_linear(x, w, cfg=Config(BK=256, split_k=1))
+    with pytest.raises(ValueError, match="contiguous"):
+        skinny_linear(torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2], w)
+    with pytest.raises(ValueError, match="bias"):
+        skinny_linear(x, w, torch.zeros(7, dtype=torch.bfloat16), cfg=Config(BK=64))
