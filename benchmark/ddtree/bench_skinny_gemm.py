@@ -53,11 +53,14 @@ ATTN_LAYER = ["attn_qkv_proj", "attn_o_proj", "mlp_gate_up", "mlp_down"]
 SEQUENCE = (GDN_LAYER * 3 + ATTN_LAYER) * 16 + ["lm_head"]
 
 
+TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (128, 128, 4), (256, 64, 3)]
+
+
 def configs(M: int, N: int, K: int, sms: int):
-    """The tilings swept at one shape: shared memory within 200 KB, K divisible, and no more than
-    eight programs per multiprocessor."""
+    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4, with shared
+    memory within 200 KB, K divisible, and no more than eight programs per multiprocessor."""
     bm = block_m(M)
-    for BN, BK, sk, st in itertools.product((64, 128, 256), (128, 256), (1, 2, 4), (3, 5)):
+    for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4)):
         if (BN * BK + BK * bm) * 2 * st > 200 * 1024 or K % (BK * sk):
             continue
         if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
