@@ -7,7 +7,9 @@ Per shape and M: each variant is captured in a CUDA graph cycling over enough we
 exceed the L2 several times, replayed ``--reps`` times (median); rows give microseconds per call
 and the weight bytes read per second. Then the whole target's sequence of linear layers (64
 layers: 16 x (3 GatedDeltaNet + 1 attention), each layer's projections in order, the lm_head
-once) in one graph with cuBLAS and with the best tiling per shape, and the card's copy rate.
+once) in one graph with cuBLAS and with the best tiling per shape, the MLP's activation included
+(sglang's SiluAndMul before the down projection; ours also with it inside the product,
+``act="silu_mul"``), and the card's copy rate.
 The best tiling's output is checked against cuBLAS's (max abs difference over max abs value).
 
     python3 benchmark/ddtree/bench_skinny_gemm.py --out skinny_gemm.json
@@ -111,6 +113,20 @@ def cycling(fn, weights, calls, smoke):
     return capture_or_eager(lambda: [fn(weights[i % len(weights)]) for i in range(calls)], smoke)
 
 
+def _activation():
+    """sglang's ``SiluAndMul`` (its CUDA kernel) where it imports, else the torch formula."""
+    try:
+        from sglang.srt.layers.activation import SiluAndMul
+
+        if not torch.cuda.is_available():
+            raise ImportError("CPU")
+        return SiluAndMul().forward_cuda, "sglang SiluAndMul.forward_cuda"
+    except Exception:  # the CPU smoke mode, or a host without sglang's kernels
+        from sglang_ddtree.kernels.skinny_gemm import silu_mul_reference
+
+        return silu_mul_reference, "torch (silu_mul_reference)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, nargs="+", default=[16, 17], help="tokens (verify positions)")
@@ -194,6 +210,7 @@ def main() -> int:
         rows.append(row)
 
     seq = []
+    act, act_name = _activation()
     if set(a.shapes) == set(shapes):
         for M in a.m:
             if not all((M, s) in best for s in shapes):
@@ -207,13 +224,28 @@ def main() -> int:
                 count[s] += 1
                 return weights[s][count[s] % len(weights[s])]
 
-            g1, _ = capture_or_eager(lambda: [F.linear(x[s], nxt(s)) for s in SEQUENCE], a.smoke)
-            g2, _ = capture_or_eager(lambda: [skinny_linear(x[s], nxt(s), cfg=best[(M, s)], workspace=wsps[s])
-                                              for s in SEQUENCE], a.smoke)
+            gu = torch.randn(M, 2 * shapes["mlp_down"][1], device=dev, dtype=dt)  # the down projection's input
+
+            def theirs(s):
+                if s == "mlp_down":  # sglang's MLP: the activation's kernel, then the product
+                    return F.linear(act(gu), nxt(s))
+                return F.linear(x[s], nxt(s))
+
+            def ours(s, fused):
+                if s == "mlp_down":
+                    h = gu if fused else act(gu)
+                    return skinny_linear(h, nxt(s), cfg=best[(M, s)], workspace=wsps[s],
+                                         act="silu_mul" if fused else None)
+                return skinny_linear(x[s], nxt(s), cfg=best[(M, s)], workspace=wsps[s])
+
+            g1, _ = capture_or_eager(lambda: [theirs(s) for s in SEQUENCE], a.smoke)
+            g2, _ = capture_or_eager(lambda: [ours(s, False) for s in SEQUENCE], a.smoke)
+            g3, _ = capture_or_eager(lambda: [ours(s, True) for s in SEQUENCE], a.smoke)
             gbytes = sum(shapes[s][0] * shapes[s][1] * 2 for s in SEQUENCE) / 1e9
             r = dict(m=M, weight_gb=round(gbytes, 3), cublas_ms=round(timed(g1, a.reps), 3),
-                     best_ms=round(timed(g2, a.reps), 3), floor_ms_at_copy_rate=round(gbytes / copy_rate, 3))
-            del g1, g2
+                     best_ms=round(timed(g2, a.reps), 3), best_silu_fused_ms=round(timed(g3, a.reps), 3),
+                     floor_ms_at_copy_rate=round(gbytes / copy_rate, 3), activation=act_name)
+            del g1, g2, g3
             print("[skinny_gemm] sequence", json.dumps(r), flush=True)
             seq.append(r)
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -388,4 +388,5 @@ def test_bench_skinny_gemm_smoke(tmp_path):
     for x in d["rows"]:
         assert x["cublas_us"] > 0 and x["best_us"] > 0 and x["best_rel_err"] < 2e-2, x
     (seq,) = d["sequence"]
-    assert seq["m"] == 17 and seq["cublas_ms"] > 0 and seq["best_ms"] > 0 and seq["weight_gb"] > 0
+    assert seq["m"] == 17 and seq["weight_gb"] > 0
+    assert all(seq[k] > 0 for k in ("cublas_ms", "best_ms", "best_silu_fused_ms")), seq

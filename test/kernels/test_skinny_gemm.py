@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import Config, skinny_linear, skinny_linear_reference
+from sglang_ddtree.kernels.skinny_gemm import Config, silu_mul_reference, skinny_linear, skinny_linear_reference
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -56,6 +56,26 @@ def test_matches_float64_reference(M, N, K, split_k, bias, dtype):
 
 
 @kernels_here
+@pytest.mark.parametrize("M,N,K", [(1, 40, 128), (17, 96, 256)] + ([(17, 5120, 17408)] if HAS_CUDA else []))
+@pytest.mark.parametrize("split_k", [1, 2])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_mul_in_the_product_matches_the_two_step_reference(M, N, K, split_k, dtype):
+    """``act="silu_mul"``: the product of silu(gate) * up, formed and rounded as sglang's
+    activation writes it, equals the activation's output multiplied in float64."""
+    g = torch.Generator().manual_seed(M + N + split_k)
+    x = (torch.randn(M, 2 * K, generator=g) * 2).to(dtype).to(DEV)
+    w = (torch.randn(N, K, generator=g) / K ** 0.5).to(dtype).to(DEV)
+    y = skinny_linear(x, w, cfg=Config(BN=64, BK=32, split_k=split_k, num_stages=2), act="silu_mul")
+    h = silu_mul_reference(x.cpu())
+    assert h.shape == (M, K)
+    assert not torch.isnan(y).any()
+    assert _rel(y.cpu(), _reference64(h, w, None)) < 1e-2
+    assert _rel(skinny_linear_reference(x, w, act="silu_mul").cpu(), _reference64(h, w, None)) < 1e-2
+    # and it is not the product of the raw gate_up halves
+    assert _rel(y.cpu(), _reference64(x[:, :K], w, None)) > 0.1
+
+
+@kernels_here
 @pytest.mark.parametrize("cfg", [Config(BN=32, BK=128, split_k=2), Config(BN=128, BK=64), Config(BN=16, BK=32)])
 def test_every_tiling_gives_the_same_sums(cfg):
     """Tilings differ only in how K is split; with fp16 inputs whose products are exact in fp32 and
@@ -81,5 +101,9 @@ def test_bad_arguments_are_refused():
         skinny_linear(x, w, cfg=Config(BK=256, split_k=1))
     with pytest.raises(ValueError, match="contiguous"):
         skinny_linear(torch.zeros(4, 256, dtype=torch.bfloat16)[:, ::2], w)
+    with pytest.raises(ValueError, match="act"):
+        skinny_linear(x, w, act="gelu")
+    with pytest.raises(ValueError, match=r"\[M, 2K\]"):
+        skinny_linear(x, w, act="silu_mul")
     with pytest.raises(ValueError, match="bias"):
         skinny_linear(x, w, torch.zeros(7, dtype=torch.bfloat16), cfg=Config(BK=64))

@@ -5,6 +5,11 @@
     bias   [N]      optional
     ->  y  [M, N]   x's dtype, contiguous: ``x @ weight.T + bias``, accumulated in fp32
 
+With ``act="silu_mul"`` x is ``[M, 2K]`` (gate | up, an MLP's gate_up output) and the product
+takes ``silu(gate) * up`` in its place, each element formed in fp32 and rounded to x's dtype as
+sglang's ``SiluAndMul`` writes it: the MLP's down projection without the activation's own
+kernel and its ``[M, K]`` round trip.
+
 At M of a verify step (1 to a few tens of tokens) the product reads the weight once and is bound
 by memory. The kernel walks the weight in tiles of ``[BN, BK]`` rows x columns, multiplies each by
 the tokens' ``[BK, BM]`` slice (tensor cores, the tokens padded to BM), and splits K over
@@ -45,7 +50,7 @@ class Config:
 @triton.jit
 def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                   HAS_BIAS: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr):
     """Grid (cdiv(N, BN), SPLIT_K). Program (n, s) sums ``K_SPLIT`` columns from ``s * K_SPLIT``
     (a multiple of BK) for weight rows ``n * BN ...``."""
     pid_n = tl.program_id(0)
@@ -62,6 +67,10 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
     for _ in range(0, K_SPLIT, BK):
         wt = tl.load(wp, mask=n_ok[:, None], other=0.0, eviction_policy="evict_first")
         xt = tl.load(xp, mask=m_ok[None, :], other=0.0)
+        if SILU_MUL:
+            gate = xt.to(tl.float32)
+            up = tl.load(xp + K, mask=m_ok[None, :], other=0.0).to(tl.float32)
+            xt = (gate / (1.0 + tl.exp(-gate)) * up).to(wt.dtype)
         acc = tl.dot(wt, xt, acc)
         wp += BK
         xp += BK
@@ -89,10 +98,17 @@ def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.con
     tl.store(y + m * sy_m + rn, acc.to(y.dtype.element_ty), mask=ok)
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Config) -> None:
-    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"skinny_linear: x [M, K] and weight [N, K] expected, got {tuple(x.shape)}, "
-                         f"{tuple(weight.shape)}")
+ACTS = (None, "silu_mul")
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Config,
+           act: Optional[str]) -> None:
+    if act not in ACTS:
+        raise ValueError(f"skinny_linear: act {act!r} is not one of {ACTS}")
+    width = 2 * weight.shape[-1] if act == "silu_mul" else weight.shape[-1]
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != width:
+        raise ValueError(f"skinny_linear: x [M, {'2K' if act else 'K'}] and weight [N, K] expected, got "
+                         f"{tuple(x.shape)}, {tuple(weight.shape)}")
     if not 1 <= x.shape[0] <= MAX_M:
         raise ValueError(f"skinny_linear: M = {x.shape[0]} outside 1..{MAX_M}")
     if x.dtype != weight.dtype or x.dtype not in (torch.bfloat16, torch.float16):
@@ -101,7 +117,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], 
         raise ValueError("skinny_linear: the last dim of x and weight must be contiguous")
     if bias is not None and (tuple(bias.shape) != (weight.shape[0],) or not bias.is_contiguous()):
         raise ValueError(f"skinny_linear: bias [N] contiguous expected, got {tuple(bias.shape)}")
-    K = x.shape[1]
+    K = weight.shape[1]
     if K % (cfg.BK * cfg.split_k) != 0:
         raise ValueError(f"skinny_linear: K = {K} is not a multiple of BK x split_k = {cfg.BK * cfg.split_k} "
                          f"({cfg.name()})")
@@ -114,11 +130,11 @@ def block_m(M: int) -> int:
 
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
-                  workspace: Optional[torch.Tensor] = None) -> torch.Tensor:
+                  workspace: Optional[torch.Tensor] = None, act: Optional[str] = None) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
     ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None)."""
-    _check(x, weight, bias, cfg)
-    M, K = x.shape
+    _check(x, weight, bias, cfg, act)
+    M, K = x.shape[0], weight.shape[1]
     N = weight.shape[0]
     y = out if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
     b = bias if bias is not None else y
@@ -130,7 +146,7 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
                          y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
-                         HAS_BIAS=bias is not None and cfg.split_k == 1,
+                         HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == "silu_mul",
                          num_stages=cfg.num_stages, num_warps=cfg.num_warps)
     if cfg.split_k > 1:
         _split_sum_kernel[(M, triton.cdiv(N, 1024))](ws, b, y, M, N, y.stride(0), SPLIT_K=cfg.split_k,
@@ -138,8 +154,18 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     return y
 
 
-def skinny_linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+def silu_mul_reference(x: torch.Tensor) -> torch.Tensor:
+    """``[M, 2K] -> [M, K]``: ``silu(gate) * up`` in fp32, rounded to x's dtype."""
+    gate, up = x.float().chunk(2, dim=-1)
+    return (torch.nn.functional.silu(gate) * up).to(x.dtype)
+
+
+def skinny_linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                            act: Optional[str] = None) -> torch.Tensor:
     """Plain torch: fp32 accumulation, cast to x's dtype."""
+    if act is not None:
+        _check(x, weight, bias, Config(BK=1), act)
+        x = silu_mul_reference(x)
     y = x.float() @ weight.float().T
     if bias is not None:
         y = y + bias.float()
