@@ -55,7 +55,8 @@ ATTN_LAYER = ["attn_qkv_proj", "attn_o_proj", "mlp_gate_up", "mlp_down"]
 SEQUENCE = (GDN_LAYER * 3 + ATTN_LAYER) * 16 + ["lm_head"]
 
 
-TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (128, 128, 4), (256, 64, 3)]
+TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (128, 128, 4), (256, 64, 3),
+         (32, 256, 4), (64, 128, 6), (128, 64, 6)]
 
 
 def configs(M: int, N: int, K: int, sms: int):
