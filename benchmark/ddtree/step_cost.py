@@ -209,6 +209,26 @@ def parse_config_args(items: List[str], configs: List[str], child: bool = False)
     return out
 
 
+def parse_config_env(items: List[str], configs: List[str]) -> Dict[str, Dict[str, str]]:
+    """``CONFIG:VAR=VALUE`` items -> ``{CONFIG: {VAR: VALUE}}``: environment variables of that one
+    configuration's process; VAR must be one of the plugin's (``sglang_ddtree.config``) and CONFIG
+    one of ``configs``."""
+    from sglang_ddtree.config import REGISTRY
+
+    out: Dict[str, Dict[str, str]] = {}
+    for item in items:
+        cfg, sep, kv = item.partition(":")
+        var, eq, val = kv.partition("=")
+        if not (sep and eq and var):
+            raise SystemExit(f"step_cost.py: --config-env {item!r}: expected CONFIG:VAR=VALUE")
+        if cfg not in configs:
+            raise SystemExit(f"step_cost.py: --config-env {item!r}: {cfg!r} is not among --configs")
+        if var not in REGISTRY:
+            raise SystemExit(f"step_cost.py: --config-env {item!r}: {var} is not a variable of sglang_ddtree.config")
+        out.setdefault(cfg, {})[var] = val
+    return out
+
+
 def collect_child(rc, rows_file: Path):
     """``(rows, failure)`` of one configuration's process: the rows it saved, and None or what
     to record as its failure. Rows measured before a failure stay (an engine whose
@@ -566,6 +586,10 @@ def main() -> int:
                     help="extra Engine argument for the one configuration labelled CONFIG (after --engine-arg and "
                          "--ddtree-arg); with a repeat label, e.g. DDTREE-16@2:speculative_ddtree_tree_attention="
                          "'\"backend\"', two kernels of one configuration side by side in one sweep")
+    ap.add_argument("--config-env", action="append", default=[], metavar="CONFIG:VAR=VALUE",
+                    help="an environment variable of the plugin (sglang_ddtree.config) for the one configuration "
+                         "labelled CONFIG, e.g. DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=table.json: a developer "
+                         "switch's A/B in one sweep")
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="start no new configuration after this many seconds (partial results are kept)")
     ap.add_argument("--case-timeout-s", type=int, default=900, help="per-configuration limit (its own process)")
@@ -611,9 +635,12 @@ def main() -> int:
     extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.engine_arg)}
     ddtree_extra = {k: json.loads(v) for k, v in (e.split("=", 1) for e in a.ddtree_arg)}
     per_config = parse_config_args(a.config_arg, a.configs, child=a.child)
+    per_env = {} if a.child else parse_config_env(a.config_env, a.configs)
     meta.update(engine_args=extra, ddtree_args=ddtree_extra)
     if per_config:
         meta["config_args"] = per_config
+    if per_env:
+        meta["config_env"] = per_env
     if a.phases:
         enable_phase_timing()
     if a.sync_check:
@@ -645,7 +672,8 @@ def main() -> int:
             cmd[-1] = str(merged.resolve())
         one.unlink(missing_ok=True)
         try:
-            rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True).returncode
+            rc = subprocess.run(cmd, timeout=a.case_timeout_s, start_new_session=True,
+                                env={**os.environ, **per_env.get(cfg, {})}).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
         got, failure = collect_child(rc, one)

@@ -362,6 +362,17 @@ def test_step_cost_config_args_apply_to_one_label():
             sc.parse_config_args([bad], ["DFLASH", "DDTREE-16"])
 
 
+def test_step_cost_config_env_sets_plugin_variables_of_one_label():
+    import step_cost as sc
+
+    got = sc.parse_config_env(["DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=/t.json"], ["DDTREE-15", "DDTREE-15@2"])
+    assert got == {"DDTREE-15@2": {"SGLANG_DDTREE_SKINNY_GEMM": "/t.json"}}
+    for bad, what in [("DDTREE-32:SGLANG_DDTREE_SKINNY_GEMM=x", "not among"), ("DDTREE-15:PATH=/x", "not a variable"),
+                      ("DDTREE-15 SGLANG_DDTREE_SKINNY_GEMM=x", "expected")]:
+        with pytest.raises(SystemExit, match=what):
+            sc.parse_config_env([bad], ["DDTREE-15"])
+
+
 def test_step_cost_pin_needs_the_table_before_any_engine(tmp_path):
     """--pin serves budgets of --auto-table in DDTREE-auto's engine: without the table, or naming
     a budget the table lacks, the sweep stops before any engine starts."""

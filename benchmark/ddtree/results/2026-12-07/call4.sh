@@ -1,0 +1,40 @@
+#!/bin/bash
+# Any one-GPU kind (an H100 is enough), ~9.5 min. Issue 29: do the step's GEMMs have room, alone and
+# in the engine? (1) GPU tests: kernels/skinny_gemm.py against float64, compat/skinny_linear.py's
+# kernel path, and the step statistics kernel (test_gpu.py, not yet run on a GPU). (2)
+# bench_skinny_gemm.py at M = 16 (a budget-15 verify at one request): cuBLAS against the Triton
+# tilings at Qwen3.6-27B's weight shapes, and the target's whole sequence of linear layers both
+# ways. (3) Only where (2) found a tiling at least 2% faster than cuBLAS: step_cost.py, DDTREE-15
+# against DDTREE-15@2 with SGLANG_DDTREE_SKINNY_GEMM naming (2)'s table (those products through the
+# kernel), one request, 27B shapes, dummy weights, the settings of results/2026-12-06/call10
+# (triton, graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases.
+# Carry the bundle (assets' drafter and the traces moved aside).
+R=${OUT:?}
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
+timeout 110 bash scripts/gpu_run.sh --here --out $R/t test test/kernels/test_skinny_gemm.py \
+  test/compat/test_skinny_linear.py test/core/test_gpu.py > $R/t.out 2>&1
+echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+tail -n 3 $R/t.out >> $R/rc.txt
+timeout 170 bash scripts/gpu_run.sh --here --out $R/b bench benchmark/ddtree/bench_skinny_gemm.py --m 16 \
+  --max-seconds 110 --out $R/skinny_gemm.json > $R/b.out 2>&1
+echo "bench rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+grep -h "\[skinny_gemm\]" $R/b.out | cut -c1-300 >> $R/rc.txt
+n=$(python3 -c "import json; print(sum(1 for r in json.load(open('$R/skinny_gemm.json'))['rows'] if r.get('best_vs_cublas', 9) <= 0.98))" 2>/dev/null)
+echo "tilings faster than cuBLAS by 2%: ${n:-none}" >> $R/rc.txt
+if (( ${n:-0} > 0 )); then
+  python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
+  timeout $(( 585 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
+    --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
+    --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
+    --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
+    --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
+    --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s 240 \
+    --configs DDTREE-15@2 DDTREE-15 --config-env DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=$R/skinny_gemm.json \
+    --out $R/a/step_cost.json > $R/a.out 2>&1
+  echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+  cp $R/a/step_cost*.json $R/ 2>/dev/null
+  grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
+fi
+cd $R && tar czf logs.tgz t.out t b.out a.out shapes.out 2>/dev/null; rm -rf t t.out b b.out a a.out shapes.out
+cat $R/rc.txt

@@ -1,0 +1,105 @@
+"""compat/skinny_linear.py: the developer switch that sends a DDTREE server's few-token linear
+layers to kernels/skinny_gemm.py where a benchmark table measured it faster than cuBLAS."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+
+import pytest
+import torch
+
+from sglang_ddtree.compat import skinny_linear as sl
+from sglang_ddtree.kernels.skinny_gemm import Config
+
+
+def _table(tmp_path, rows):
+    p = tmp_path / "skinny_gemm.json"
+    p.write_text(json.dumps(dict(meta={}, rows=rows)))
+    return p
+
+
+def test_config_names_round_trip():
+    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8)):
+        assert sl.parse_config(cfg.name()) == cfg
+    for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4"):
+        with pytest.raises(ValueError, match="tiling name"):
+            sl.parse_config(bad)
+
+
+def test_table_keeps_rows_that_beat_cublas_by_the_margin(tmp_path):
+    rows = [
+        dict(m=17, n=5120, k=17408, best="bn64_bk128_sk2_st4_w4", best_vs_cublas=0.95),
+        dict(m=16, n=5120, k=17408, best="bn64_bk128_sk2_st4_w4", best_vs_cublas=0.99),  # not enough
+        dict(m=17, n=96, k=5120, best=None),  # no tiling measured
+        dict(m=300, n=96, k=5120, best="bn64_bk128_sk1_st4_w4", best_vs_cublas=0.5),  # beyond MAX_M
+    ]
+    table = sl.load_table(_table(tmp_path, rows))
+    assert table == {(17, 5120, 17408): Config(BN=64, BK=128, split_k=2, num_stages=4, num_warps=4)}
+
+
+@pytest.mark.parametrize("text", ["not json", json.dumps({"rows": [{"m": 1, "best": "bn64_bk64_sk1_st2_w4", "best_vs_cublas": 0.5}]}), json.dumps({"nope": []})])
+def test_a_bad_table_is_refused_naming_the_variable(tmp_path, text):
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_SKINNY_GEMM"):
+        sl.load_table(p)
+    with pytest.raises(ValueError, match="SGLANG_DDTREE_SKINNY_GEMM"):
+        sl.load_table(tmp_path / "missing.json")
+
+
+def test_unset_switch_registers_nothing(monkeypatch):
+    monkeypatch.delenv("SGLANG_DDTREE_SKINNY_GEMM", raising=False)
+    assert sl.register_skinny_linear_hook() is False
+
+
+def test_the_hook_target_resolves_and_falls_back_to_sglang(tmp_path, monkeypatch):
+    """Registered with a table: the target exists in the installed sglang, and a product the
+    table does not name (here: CPU tensors, and a shape it lacks) goes to sglang's method."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    rows = [dict(m=4, n=8, k=64, best="bn64_bk64_sk1_st2_w4", best_vs_cublas=0.9)]
+    monkeypatch.setenv("SGLANG_DDTREE_SKINNY_GEMM", str(_table(tmp_path, rows)))
+    saved = {k: list(v) for k, v in HookRegistry._hooks.items()}
+    try:
+        assert sl.register_skinny_linear_hook() is True
+        assert any(h is sl._apply for _, h, _ in HookRegistry._hooks[sl.TARGET])
+    finally:
+        HookRegistry._hooks.clear()
+        HookRegistry._hooks.update(saved)
+    obj_path, attr = sl.TARGET.rsplit(".", 1)
+    assert hasattr(pkgutil.resolve_name(obj_path), attr)
+    assert (4, 8, 64) in sl._TABLE
+
+    calls = []
+
+    def original(self, layer, x, bias=None):
+        calls.append(tuple(x.shape))
+        return torch.nn.functional.linear(x, layer.weight, bias)
+
+    layer = torch.nn.Linear(64, 8, bias=False).to(torch.bfloat16)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    y = sl._apply(original, None, layer, x)  # on CPU: not a CUDA tensor
+    assert calls == [(4, 64)] and torch.equal(y, torch.nn.functional.linear(x, layer.weight))
+    assert sl.tiling_for(x, layer.weight) is None
+    sl._TABLE.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the kernel path needs a GPU")
+def test_a_named_product_runs_the_kernel_on_a_ddtree_server(tmp_path, monkeypatch):
+    rows = [dict(m=17, n=256, k=512, best="bn64_bk128_sk2_st3_w4", best_vs_cublas=0.9)]
+    sl._TABLE.clear()
+    sl._TABLE.update(sl.load_table(_table(tmp_path, rows)))
+    monkeypatch.setattr(sl, "_serving_ddtree", lambda: True)
+    layer = torch.nn.Linear(512, 256, bias=True).to("cuda", torch.bfloat16)
+    x = torch.randn(17, 512, device="cuda", dtype=torch.bfloat16)
+    calls = []
+    y = sl._apply(lambda *a: calls.append(a), None, layer, x, layer.bias)
+    assert calls == []
+    want = (x.double() @ layer.weight.double().T + layer.bias.double())
+    assert ((y.double() - want).abs().max() / want.abs().max()).item() < 1e-2
+    monkeypatch.setattr(sl, "_serving_ddtree", lambda: False)  # another engine in the process
+    sl._apply(lambda *a: calls.append(a), None, layer, x, layer.bias)
+    assert len(calls) == 1
+    sl._TABLE.clear()
