@@ -8,7 +8,8 @@
 # against DDTREE-15@2 with SGLANG_DDTREE_SKINNY_GEMM naming (2)'s table (those products through the
 # kernel), one request, 27B shapes, dummy weights, the settings of results/2026-12-06/call10
 # (triton, graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases.
-# Carry the bundle (assets' drafter and the traces moved aside).
+# END (default 585) is the step-cost sweep's end, seconds from the call's start. Carry the bundle
+# (assets' drafter and the traces moved aside).
 R=${OUT:?}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
@@ -24,7 +25,7 @@ n=$(python3 -c "import json; print(sum(1 for r in json.load(open('$R/skinny_gemm
 echo "tilings faster than cuBLAS by 2%: ${n:-none}" >> $R/rc.txt
 if (( ${n:-0} > 0 )); then
   python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
-  timeout $(( 585 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
+  timeout $(( ${END:-585} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
     --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
     --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
     --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
