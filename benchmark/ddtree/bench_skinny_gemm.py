@@ -3,7 +3,8 @@ layers call) against ``kernels.skinny_gemm`` swept over its tilings, at Qwen3.6-
 shapes, on one GPU. Answers whether a hand-tiled kernel reads the weights faster than cuBLAS does
 at M = 16 / 17 (issue 29: the step's GEMMs run at 89-94% of the copy rate in the engine).
 
-Per shape and M: each variant is captured in a CUDA graph cycling over enough weight copies to
+Per shape and M (and for the down projection also with the MLP's activation inside it, row
+``act: "silu_mul"``, against sglang's activation kernel followed by cuBLAS): each variant is captured in a CUDA graph cycling over enough weight copies to
 exceed the L2 several times, replayed ``--reps`` times (median); rows give microseconds per call
 and the weight bytes read per second. Then the whole target's sequence of linear layers (64
 layers: 16 x (3 GatedDeltaNet + 1 attention), each layer's projections in order, the lm_head
@@ -166,19 +167,27 @@ def main() -> int:
         n = max(2, math.ceil(a.bytes_per_shape / (N * K * 2)))
         weights[name] = [torch.randn(N, K, device=dev, dtype=dt) / K ** 0.5 for _ in range(n)]
 
+    act, act_name = _activation()
+    cases = [(M, name, None) for M, name in itertools.product(a.m, a.shapes)]
+    if "mlp_down" in a.shapes:  # the down projection with the MLP's activation inside it
+        cases += [(M, "mlp_down", "silu_mul") for M in a.m]
     rows, best = [], {}
-    for M, name in itertools.product(a.m, a.shapes):
+    for M, name, fused in cases:
         N, K = shapes[name]
         ws = weights[name]
-        x = torch.randn(M, K, device=dev, dtype=dt)
+        x = torch.randn(M, 2 * K if fused else K, device=dev, dtype=dt)
         calls = 4 * len(ws)
         gb = N * K * 2 / 1e9
-        g, _ = cycling(lambda w: F.linear(x, w), ws, calls, a.smoke)
+        if fused:  # sglang's path: the activation's kernel, then the product
+            g, _ = cycling(lambda w: F.linear(act(x), w), ws, calls, a.smoke)
+            want = F.linear(act(x), ws[0]).float()
+        else:
+            g, _ = cycling(lambda w: F.linear(x, w), ws, calls, a.smoke)
+            want = F.linear(x, ws[0]).float()
         cublas_us = timed(g, a.reps) * 1e3 / calls
         del g
-        row = dict(m=M, shape=name, n=N, k=K, cublas_us=round(cublas_us, 2),
+        row = dict(m=M, shape=name, n=N, k=K, act=fused, cublas_us=round(cublas_us, 2),
                    cublas_tbs=round(gb / cublas_us * 1e3, 3), configs={})
-        want = F.linear(x, ws[0]).float()
         top = None
         for cfg in list(configs(M, N, K, sms))[:1 if a.smoke else None]:
             if time.time() - t0 > a.max_seconds:
@@ -187,8 +196,8 @@ def main() -> int:
             wsp = torch.empty(cfg.split_k * M * N, dtype=torch.float32, device=dev)
             out = torch.empty(M, N, dtype=dt, device=dev)
             try:
-                g, _ = cycling(lambda w, cfg=cfg: skinny_linear(x, w, cfg=cfg, out=out, workspace=wsp), ws, calls,
-                              a.smoke)
+                g, _ = cycling(lambda w, cfg=cfg: skinny_linear(x, w, cfg=cfg, out=out, workspace=wsp, act=fused),
+                               ws, calls, a.smoke)
             except Exception as e:  # a tiling Triton cannot build here (resources): recorded, skipped
                 if a.smoke:
                     raise
@@ -201,24 +210,23 @@ def main() -> int:
                 top = (cfg, us)
         if top is not None:
             cfg, us = top
-            got = skinny_linear(x, ws[0], cfg=cfg).float()
+            got = skinny_linear(x, ws[0], cfg=cfg, act=fused).float()
             err = float((got - want).abs().max() / want.abs().max())
-            assert not torch.isnan(got).any() and err < 2e-2, (name, M, err)
+            assert not torch.isnan(got).any() and err < 2e-2, (name, M, fused, err)
             row.update(best=cfg.name(), best_us=round(us, 2), best_tbs=round(gb / us * 1e3, 3),
                        best_vs_cublas=round(us / cublas_us, 4), best_rel_err=err)
-            best[(M, name)] = cfg
+            best[(M, name, fused)] = cfg
         print("[skinny_gemm]", json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
         rows.append(row)
 
     seq = []
-    act, act_name = _activation()
     if set(a.shapes) == set(shapes):
         for M in a.m:
-            if not all((M, s) in best for s in shapes):
+            if not all((M, s, None) in best for s in shapes) or (M, "mlp_down", "silu_mul") not in best:
                 continue
             x = {s: torch.randn(M, shapes[s][1], device=dev, dtype=dt) for s in shapes}
-            wsps = {s: torch.empty(best[(M, s)].split_k * M * shapes[s][0], dtype=torch.float32, device=dev)
-                    for s in shapes}
+            splits = {s: max(cfg.split_k for (m, name, _), cfg in best.items() if m == M and name == s) for s in shapes}
+            wsps = {s: torch.empty(splits[s] * M * shapes[s][0], dtype=torch.float32, device=dev) for s in shapes}
             count = {s: 0 for s in shapes}
 
             def nxt(s):
@@ -234,10 +242,11 @@ def main() -> int:
 
             def ours(s, fused):
                 if s == "mlp_down":
-                    h = gu if fused else act(gu)
-                    return skinny_linear(h, nxt(s), cfg=best[(M, s)], workspace=wsps[s],
-                                         act="silu_mul" if fused else None)
-                return skinny_linear(x[s], nxt(s), cfg=best[(M, s)], workspace=wsps[s])
+                    if fused:
+                        return skinny_linear(gu, nxt(s), cfg=best[(M, s, "silu_mul")], workspace=wsps[s],
+                                             act="silu_mul")
+                    return skinny_linear(act(gu), nxt(s), cfg=best[(M, s, None)], workspace=wsps[s])
+                return skinny_linear(x[s], nxt(s), cfg=best[(M, s, None)], workspace=wsps[s])
 
             g1, _ = capture_or_eager(lambda: [theirs(s) for s in SEQUENCE], a.smoke)
             g2, _ = capture_or_eager(lambda: [ours(s, False) for s in SEQUENCE], a.smoke)

@@ -395,7 +395,7 @@ def test_bench_skinny_gemm_smoke(tmp_path):
                         "--m", "17", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
-    assert len(d["rows"]) == 8 and {x["shape"] for x in d["rows"]} >= {"mlp_gate_up", "lm_head"}
+    assert len(d["rows"]) == 9 and [x["shape"] for x in d["rows"] if x["act"]] == ["mlp_down"] and {x["shape"] for x in d["rows"]} >= {"mlp_gate_up", "lm_head"}
     for x in d["rows"]:
         assert x["cublas_us"] > 0 and x["best_us"] > 0 and x["best_rel_err"] < 2e-2, x
     (seq,) = d["sequence"]

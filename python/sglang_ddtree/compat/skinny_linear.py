@@ -3,14 +3,21 @@ switch ``SGLANG_DDTREE_SKINNY_GEMM``, for the in-engine A/B of that kernel).
 
 sglang's ``UnquantizedLinearMethod.apply(layer, x, bias)`` computes ``F.linear(x, layer.weight,
 bias)`` (cuBLAS) for every bf16 linear layer of the target and the drafter. With the switch naming
-a table (``benchmark/ddtree/bench_skinny_gemm.py``'s JSON: per row ``m``, ``n``, ``k``, ``best``
-(a :class:`~sglang_ddtree.kernels.skinny_gemm.Config` name) and ``best_vs_cublas``), an AROUND hook
-on that method sends a product to ``skinny_linear`` with the row's tiling when all hold:
+a table (``benchmark/ddtree/bench_skinny_gemm.py``'s JSON: per row ``m``, ``n``, ``k``, ``act``,
+``best`` (a :class:`~sglang_ddtree.kernels.skinny_gemm.Config` name) and ``best_vs_cublas``), an
+AROUND hook on that method sends a product to ``skinny_linear`` with the row's tiling when all hold:
 
 - this process serves DDTREE (another engine in the same process keeps sglang's path);
-- the table has a row for ``(tokens, N, K)`` whose tiling took at most ``MAX_RATIO`` of cuBLAS's
-  time;
+- the table has a row for ``(tokens, N, K, act)`` whose tiling took at most ``MAX_RATIO`` of
+  sglang's time;
 - ``x`` is a 2-D CUDA tensor of the weight's dtype (bf16 / fp16), both contiguous along K.
+
+Rows with ``act: "silu_mul"`` (the down projection with the MLP's activation inside it) serve
+through a second AROUND hook, on ``Qwen2MoeMLP.forward`` (the dense MLP of sglang's Qwen3.5
+layers): where the table has such a row for the layer's down projection and its activation is
+``SiluAndMul``, it passes the gate_up output ``[T, 2K]`` straight to ``down_proj`` and marks that
+layer for the product, so ``down_proj``'s own forward (its tensor-parallel reduction included)
+runs around ``skinny_linear(..., act="silu_mul")``.
 
 Everything else goes to sglang. The table is read once per process; a missing or malformed table
 raises ValueError naming the variable when the hook is registered (at plugin load), not mid-serve.
@@ -18,6 +25,7 @@ raises ValueError naming the variable when the hook is registered (at plugin loa
 
 from __future__ import annotations
 
+import contextvars
 import json
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -28,9 +36,13 @@ from ..config import SKINNY_GEMM
 from ..kernels.skinny_gemm import MAX_M, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
-MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than cuBLAS
+MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
+MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than sglang's path
+SILU_MUL = "silu_mul"
 
-_TABLE: Dict[Tuple[int, int, int], Config] = {}
+Key = Tuple[int, int, int, Optional[str]]  # (tokens, N, K, act)
+_TABLE: Dict[Key, Config] = {}
+_FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_layer", default=None)
 
 
 def parse_config(name: str) -> Config:
@@ -47,35 +59,65 @@ def parse_config(name: str) -> Config:
     return Config(**values)
 
 
-def load_table(path: Path) -> Dict[Tuple[int, int, int], Config]:
-    """``{(m, n, k): Config}`` of the rows of ``path`` whose best tiling beat cuBLAS by the margin."""
+def load_table(path: Path) -> Dict[Key, Config]:
+    """``{(m, n, k, act): Config}`` of the rows of ``path`` whose best tiling beat sglang's path by
+    the margin."""
     try:
         rows = json.loads(Path(path).read_text())["rows"]
         table = {}
         for r in rows:
+            act = r.get("act")
+            if act not in (None, SILU_MUL):
+                raise ValueError(f"act {act!r}")
             if r.get("best") and float(r["best_vs_cublas"]) <= MAX_RATIO and 1 <= int(r["m"]) <= MAX_M:
-                table[(int(r["m"]), int(r["n"]), int(r["k"]))] = parse_config(r["best"])
+                table[(int(r["m"]), int(r["n"]), int(r["k"]), act)] = parse_config(r["best"])
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{SKINNY_GEMM.name}={path}: not a bench_skinny_gemm.py table ({e})") from e
     return table
 
 
-def tiling_for(x: torch.Tensor, weight: torch.Tensor) -> Optional[Config]:
-    """The table's tiling for ``x @ weight.T``, or None where sglang's path serves it."""
+def tiling_for(x: torch.Tensor, weight: torch.Tensor, act: Optional[str] = None) -> Optional[Config]:
+    """The table's tiling for ``x @ weight.T`` (``act``: x is ``[T, 2K]`` gate | up, module
+    docstring), or None where sglang's path serves it."""
     if not _TABLE or x.dim() != 2 or not x.is_cuda or x.dtype != weight.dtype or weight.dim() != 2:
         return None
     if x.stride(1) != 1 or weight.stride(1) != 1:
         return None
-    return _TABLE.get((x.shape[0], weight.shape[0], weight.shape[1]))
+    if x.shape[1] != (2 if act else 1) * weight.shape[1]:
+        return None
+    return _TABLE.get((x.shape[0], weight.shape[0], weight.shape[1], act))
 
 
 def _apply(original, self, layer, x, bias=None):
-    cfg = tiling_for(x, layer.weight)
+    act = SILU_MUL if _FUSED_LAYER.get() is layer else None
+    cfg = tiling_for(x, layer.weight, act)
     if cfg is None or not _serving_ddtree():
+        if act is not None:  # the MLP hook checked this product's row: not reached
+            raise RuntimeError(f"skinny_linear: no tiling for the fused down projection of {tuple(x.shape)}")
         return original(self, layer, x, bias)
     from ..kernels.skinny_gemm import skinny_linear
 
-    return skinny_linear(x, layer.weight, bias, cfg)
+    return skinny_linear(x, layer.weight, bias, cfg, act=act)
+
+
+def _mlp_forward(original, self, x, *args, **kwargs):
+    down = getattr(self, "down_proj", None)
+    fused = (
+        not args and not kwargs and down is not None and isinstance(x, torch.Tensor) and x.dim() == 2
+        and type(getattr(self, "act_fn", None)).__name__ == "SiluAndMul"
+        and type(getattr(down, "quant_method", None)).__name__ == "UnquantizedLinearMethod"
+        and (x.shape[0], down.weight.shape[0], down.weight.shape[1], SILU_MUL) in _TABLE
+        and x.is_cuda and x.dtype == down.weight.dtype and _serving_ddtree()
+    )
+    if not fused:
+        return original(self, x, *args, **kwargs)
+    gate_up, _ = self.gate_up_proj(x)
+    token = _FUSED_LAYER.set(down)
+    try:
+        out, _ = down(gate_up)
+    finally:
+        _FUSED_LAYER.reset(token)
+    return out
 
 
 def _serving_ddtree() -> bool:
@@ -94,4 +136,6 @@ def register_skinny_linear_hook() -> bool:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(TARGET, _apply, HookType.AROUND)
+    if any(key[3] == SILU_MUL for key in _TABLE):
+        HookRegistry.register(MLP_TARGET, _mlp_forward, HookType.AROUND)
     return True
