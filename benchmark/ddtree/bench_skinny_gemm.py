@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_ddtree.kernels.skinny_gemm import Config, block_m, skinny_linear  # noqa: E402
-from sglang_ddtree.testing.cuda_graph import capture  # noqa: E402
+from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 
 H, FFN, VOCAB = 5120, 17408, 248320
 # name: (N, K) of Qwen3.6-27B's weight matrices (qwen36_shapes.py)
@@ -97,17 +97,7 @@ def timed(graph, reps: int) -> float:
             graph.replay()
             times.append((time.perf_counter() - t) * 1e3)
         return statistics.median(times)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return replay_ms(graph, reps)
 
 
 def cycling(fn, weights, calls, smoke):

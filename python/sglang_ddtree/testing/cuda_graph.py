@@ -22,10 +22,11 @@ def capture(fn: Callable[[], Any]) -> Tuple[torch.cuda.CUDAGraph, Any]:
     return graph, out
 
 
-def replay_us(fn: Callable[[], Any], calls: int, reps: int) -> float:
-    """Microseconds per call of ``fn``: ``calls`` calls captured in one graph (:func:`capture`),
-    the median of ``reps`` timed replays divided by ``calls``."""
-    graph, _ = capture(lambda: [fn() for _ in range(calls)])
+def replay_ms(graph: torch.cuda.CUDAGraph, reps: int) -> float:
+    """Milliseconds per replay of a captured ``graph``: one untimed replay, then the median of
+    ``reps`` timed ones."""
+    graph.replay()
+    torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -33,5 +34,12 @@ def replay_us(fn: Callable[[], Any], calls: int, reps: int) -> float:
         graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
+        times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def replay_us(fn: Callable[[], Any], calls: int, reps: int) -> float:
+    """Microseconds per call of ``fn``: ``calls`` calls captured in one graph (:func:`capture`),
+    the median of ``reps`` timed replays (:func:`replay_ms`) divided by ``calls``."""
+    graph, _ = capture(lambda: [fn() for _ in range(calls)])
+    return replay_ms(graph, reps) * 1e3 / calls
