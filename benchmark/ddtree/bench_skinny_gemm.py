@@ -60,12 +60,14 @@ TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (
          (32, 256, 4), (64, 128, 6), (128, 64, 6)]
 
 
-def configs(M: int, N: int, K: int, sms: int):
-    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4, with shared
-    memory within 200 KB, K divisible, and no more than eight programs per multiprocessor."""
+def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024):
+    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4, with the
+    stages' operand tiles within ``smem`` bytes (the device's shared memory per block: ~227 KiB on
+    sm_90, ~99 KiB on sm_120, less a margin), K divisible, and no more than eight programs per
+    multiprocessor."""
     bm = block_m(M)
     for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4)):
-        if (BN * BK + BK * bm) * 2 * st > 200 * 1024 or K % (BK * sk):
+        if (BN * BK + BK * bm) * 2 * st > smem or K % (BK * sk):
             continue
         if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
             continue
@@ -138,7 +140,10 @@ def main() -> int:
         shapes = {s: (max(16, n // 64), 1024 if k > H else 512) for s, (n, k) in shapes.items()}
         a.bytes_per_shape, a.reps = 1, 1
     dev, dt = ("cpu", torch.float16) if a.smoke else ("cuda", torch.bfloat16)
-    sms = 4 if a.smoke else torch.cuda.get_device_properties(0).multi_processor_count
+    props = None if a.smoke else torch.cuda.get_device_properties(0)
+    sms = 4 if a.smoke else props.multi_processor_count
+    # Operand tiles within the block's shared memory, with 24 KiB left for Triton's own use.
+    smem = 200 * 1024 if a.smoke else min(200 * 1024, getattr(props, "shared_memory_per_block_optin", 0) - 24 * 1024)
     torch.manual_seed(0)
 
     buf = torch.empty(int(2e6 if a.smoke else 2e9) // 2, dtype=dt, device=dev)
@@ -147,8 +152,8 @@ def main() -> int:
     copy_ms = timed(g, a.reps)
     copy_rate = 2 * buf.numel() * 2 / copy_ms / 1e9  # read + write, TB/s
     del buf, dst, g
-    meta = dict(device="cpu (smoke)" if a.smoke else torch.cuda.get_device_name(), sms=sms, copy_rate_tbs=round(copy_rate, 3),
-                torch=torch.__version__)
+    meta = dict(device="cpu (smoke)" if a.smoke else torch.cuda.get_device_name(), sms=sms, smem_for_tiles=smem,
+                copy_rate_tbs=round(copy_rate, 3), torch=torch.__version__)
     print("[skinny_gemm]", json.dumps(meta), flush=True)
 
     weights = {}
@@ -179,7 +184,7 @@ def main() -> int:
         row = dict(m=M, shape=name, n=N, k=K, act=fused, cublas_us=round(cublas_us, 2),
                    cublas_tbs=round(gb / cublas_us * 1e3, 3), configs={})
         top = None
-        for cfg in list(configs(M, N, K, sms))[:1 if a.smoke else None]:
+        for cfg in list(configs(M, N, K, sms, smem))[:1 if a.smoke else None]:
             if time.time() - t0 > a.max_seconds:
                 row["stopped"] = "max-seconds"
                 break
