@@ -61,12 +61,12 @@ TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (
 
 
 def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024):
-    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4, with the
+    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4 / 8, with the
     stages' operand tiles within ``smem`` bytes (the device's shared memory per block: ~227 KiB on
     sm_90, ~99 KiB on sm_120, less a margin), K divisible, and no more than eight programs per
     multiprocessor."""
     bm = block_m(M)
-    for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4)):
+    for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4, 8)):
         if (BN * BK + BK * bm) * 2 * st > smem or K % (BK * sk):
             continue
         if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
@@ -125,7 +125,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, nargs="+", default=[16, 17], help="tokens (verify positions)")
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    ap.add_argument("--bytes-per-shape", type=float, default=1.5e9, help="weight copies per shape, in bytes")
+    ap.add_argument("--bytes-per-shape", type=float, default=1.5e9,
+                    help="weight copies per shape, in bytes (at most 64 copies)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-seconds", type=float, default=300, help="stop sweeping after this long")
     ap.add_argument("--smoke", action="store_true", help="CPU, Triton interpreter, widths / 64")
@@ -159,7 +160,7 @@ def main() -> int:
     weights = {}
     for name in a.shapes:
         N, K = shapes[name]
-        n = max(2, math.ceil(a.bytes_per_shape / (N * K * 2)))
+        n = min(64, max(2, math.ceil(a.bytes_per_shape / (N * K * 2))))  # (64 x 1 MB of in_proj_ba > L2)
         weights[name] = [torch.randn(N, K, device=dev, dtype=dt) / K ** 0.5 for _ in range(n)]
 
     act, act_name = _activation()

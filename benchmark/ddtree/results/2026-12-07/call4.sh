@@ -17,8 +17,8 @@ timeout 110 bash scripts/gpu_run.sh --here --out $R/t test test/kernels/test_ski
   test/compat/test_skinny_linear.py test/core/test_gpu.py > $R/t.out 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 tail -n 3 $R/t.out >> $R/rc.txt
-timeout 170 bash scripts/gpu_run.sh --here --out $R/b bench benchmark/ddtree/bench_skinny_gemm.py --m 16 \
-  --max-seconds 110 --out $R/skinny_gemm.json > $R/b.out 2>&1
+timeout 200 bash scripts/gpu_run.sh --here --out $R/b bench benchmark/ddtree/bench_skinny_gemm.py --m 16 \
+  --max-seconds 140 --out $R/skinny_gemm.json > $R/b.out 2>&1
 echo "bench rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 grep -h "\[skinny_gemm\]" $R/b.out | cut -c1-300 >> $R/rc.txt
 n=$(python3 -c "import json; print(sum(1 for r in json.load(open('$R/skinny_gemm.json'))['rows'] if r.get('best_vs_cublas', 9) <= 0.98))" 2>/dev/null)
