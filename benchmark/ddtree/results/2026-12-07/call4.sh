@@ -8,6 +8,8 @@
 # against DDTREE-15@2 with SGLANG_DDTREE_SKINNY_GEMM naming (2)'s table (those products through the
 # kernel), one request, 27B shapes, dummy weights, the settings of results/2026-12-06/call10
 # (triton, graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases.
+# (3) fits after (1) and (2) only where an engine starts in ~100 s (seen on the H200); on an H100
+# commit (2)'s table and run call5.sh with it.
 # END (default 585) is the step-cost sweep's end, seconds from the call's start. Carry the bundle
 # (assets' drafter and the traces moved aside).
 R=${OUT:?}
