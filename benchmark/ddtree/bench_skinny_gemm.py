@@ -10,7 +10,9 @@ and the weight bytes read per second. Then the whole target's sequence of linear
 layers: 16 x (3 GatedDeltaNet + 1 attention), each layer's projections in order, the lm_head
 once) in one graph with cuBLAS and with the best tiling per shape, the MLP's activation included
 (sglang's SiluAndMul before the down projection; ours also with it inside the product,
-``act="silu_mul"``), and the card's copy rate.
+``act="silu_mul"``), and the card's copy rate. Each best tiling is also timed as a programmatic
+dependent launch (``Config.pdl``; ``best_pdl_us``, ``best_silu_fused_pdl_ms``): back to back
+with products of its own, which overstates what it gains beside sglang's kernels in the engine.
 The best tiling's output is checked against cuBLAS's (max abs difference over max abs value).
 
     python3 benchmark/ddtree/bench_skinny_gemm.py --out skinny_gemm.json
@@ -22,6 +24,7 @@ per shape, eager calls timed by the host clock): it checks the script, not the s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -105,6 +108,15 @@ def timed(graph, reps: int) -> float:
 def cycling(fn, weights, calls, smoke):
     """A graph of ``calls`` calls of ``fn(w)`` over the weight copies in turn."""
     return capture_or_eager(lambda: [fn(weights[i % len(weights)]) for i in range(calls)], smoke)
+
+
+def _pdl_ms(make_graph, reps):
+    """Milliseconds per replay of the graph ``make_graph()`` captures (its products launched as
+    programmatic dependent launches), or the error's text where the launch or its capture fails."""
+    try:
+        return timed(make_graph(), reps)
+    except Exception as e:  # recorded: PDL in graph capture needs driver / runtime support
+        return f"error: {type(e).__name__}: {str(e)[:120]}"
 
 
 def _activation():
@@ -212,6 +224,12 @@ def main() -> int:
             row.update(best=cfg.name(), best_us=round(us, 2), best_tbs=round(gb / us * 1e3, 3),
                        best_vs_cublas=round(us / cublas_us, 4), best_rel_err=err)
             best[(M, name, fused)] = cfg
+            if not a.smoke:  # the same tiling launched as a programmatic dependent launch
+                pdl = dataclasses.replace(cfg, pdl=True)
+                wsp = torch.empty(cfg.split_k * M * N, dtype=torch.float32, device=dev)
+                ms = _pdl_ms(lambda: cycling(lambda w: skinny_linear(x, w, cfg=pdl, workspace=wsp, act=fused), ws,
+                                             calls, a.smoke)[0], a.reps)
+                row["best_pdl_us"] = round(ms * 1e3 / calls, 2) if isinstance(ms, float) else ms
         print("[skinny_gemm]", json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
         rows.append(row)
 
@@ -252,6 +270,13 @@ def main() -> int:
                      best_ms=round(timed(g2, a.reps), 3), best_silu_fused_ms=round(timed(g3, a.reps), 3),
                      floor_ms_at_copy_rate=round(gbytes / copy_rate, 3), activation=act_name)
             del g1, g2, g3
+            if not a.smoke:  # every product of the fused sequence a programmatic dependent launch
+                plain = dict(best)
+                best.update({k: dataclasses.replace(c, pdl=True) for k, c in plain.items()})
+                ms = _pdl_ms(lambda: capture(lambda: [ours(s, True) for s in SEQUENCE])[0], a.reps)
+                r["best_silu_fused_pdl_ms"] = round(ms, 3) if isinstance(ms, float) else ms
+                best.clear()
+                best.update(plain)
             print("[skinny_gemm] sequence", json.dumps(r), flush=True)
             seq.append(r)
     a.out.parent.mkdir(parents=True, exist_ok=True)

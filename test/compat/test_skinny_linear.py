@@ -20,9 +20,10 @@ def _table(tmp_path, rows):
 
 
 def test_config_names_round_trip():
-    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8)):
+    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True)):
         assert sl.parse_config(cfg.name()) == cfg
-    for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4"):
+    for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4",
+                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl"):
         with pytest.raises(ValueError, match="tiling name"):
             sl.parse_config(bad)
 

@@ -76,7 +76,9 @@ def test_silu_mul_in_the_product_matches_the_two_step_reference(M, N, K, split_k
 
 
 @kernels_here
-@pytest.mark.parametrize("cfg", [Config(BN=32, BK=128, split_k=2), Config(BN=128, BK=64), Config(BN=16, BK=32)])
+@pytest.mark.parametrize("cfg", [Config(BN=32, BK=128, split_k=2), Config(BN=128, BK=64), Config(BN=16, BK=32)]
+                         + ([Config(BN=64, BK=64, split_k=2, pdl=True), Config(BN=64, BK=64, pdl=True)]
+                            if HAS_CUDA else []))  # (PDL's griddepcontrol is PTX: not in the interpreter)
 def test_every_tiling_gives_the_same_sums(cfg):
     """Tilings differ only in how K is split; with fp16 inputs whose products are exact in fp32 and
     sums below 2^24 ulp, every tiling gives the same bits."""

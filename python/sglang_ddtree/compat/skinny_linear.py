@@ -46,9 +46,11 @@ _FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_l
 
 
 def parse_config(name: str) -> Config:
-    """``Config.name()``'s inverse: ``"bn64_bk128_sk2_st4_w4"`` -> Config. ValueError otherwise."""
+    """``Config.name()``'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
+    otherwise."""
     fields = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
-    parts = name.split("_")
+    pdl = name.endswith("_pdl")
+    parts = (name[: -len("_pdl")] if pdl else name).split("_")
     if len(parts) != len(fields):
         raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
     values = {}
@@ -56,7 +58,7 @@ def parse_config(name: str) -> Config:
         if not part.startswith(tag) or not part[len(tag):].isdigit():
             raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
         values[key] = int(part[len(tag):])
-    return Config(**values)
+    return Config(**values, pdl=pdl)
 
 
 def load_table(path: Path) -> Dict[Key, Config]:

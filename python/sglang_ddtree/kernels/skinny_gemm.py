@@ -28,6 +28,7 @@ from typing import Optional
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_M = 64
 
@@ -36,24 +37,32 @@ MAX_M = 64
 class Config:
     """One tiling: ``BN`` weight rows and ``BK`` columns a program step, ``split_k`` programs along
     K, Triton's ``num_stages`` (loads in flight) and ``num_warps``. The default's stages take
-    80 KiB of shared memory on sm_90 (Triton cuts the stages where a device has less)."""
+    80 KiB of shared memory on sm_90 (Triton cuts the stages where a device has less).
+    ``pdl``: launched as a programmatic dependent launch (sm_90 and later): the kernel may start
+    while the previous one finishes and waits for it (``griddepcontrol.wait``) before its first
+    load, so its launch overlaps the previous kernel's tail; it lets the next kernel start after
+    its main loop."""
 
     BN: int = 64
     BK: int = 128
     split_k: int = 1
     num_stages: int = 4
     num_warps: int = 4
+    pdl: bool = False
 
     def name(self) -> str:
-        return f"bn{self.BN}_bk{self.BK}_sk{self.split_k}_st{self.num_stages}_w{self.num_warps}"
+        base = f"bn{self.BN}_bk{self.BK}_sk{self.split_k}_st{self.num_stages}_w{self.num_warps}"
+        return base + "_pdl" if self.pdl else base
 
 
 @triton.jit
 def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, PDL: tl.constexpr):
     """Grid (cdiv(N, BN), SPLIT_K). Program (n, s) sums ``K_SPLIT`` columns from ``s * K_SPLIT``
     (a multiple of BK) for weight rows ``n * BN ...``."""
+    if PDL:
+        gdc_wait()
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BN + tl.arange(0, BN)
@@ -75,6 +84,8 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
         acc = tl.dot(wt, xt, acc)
         wp += BK
         xp += BK
+    if PDL:
+        gdc_launch_dependents()
     if SPLIT_K == 1:
         if HAS_BIAS:
             acc += tl.load(b + rn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
@@ -86,8 +97,11 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
 
 
 @triton.jit
-def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr):
+def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      PDL: tl.constexpr):
     """Grid (M, cdiv(N, BLOCK)): ``y[m, n] = sum_s ws[s, m, n] (+ b[n])`` with s in order."""
+    if PDL:
+        gdc_wait()
     m = tl.program_id(0)
     rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = rn < N
@@ -148,10 +162,12 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
                          y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
                          HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == "silu_mul",
-                         num_stages=cfg.num_stages, num_warps=cfg.num_warps)
+                         PDL=cfg.pdl, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                         **({"launch_pdl": True} if cfg.pdl else {}))
     if cfg.split_k > 1:
         _split_sum_kernel[(M, triton.cdiv(N, 1024))](ws, b, y, M, N, y.stride(0), SPLIT_K=cfg.split_k,
-                                                     BLOCK=1024, HAS_BIAS=bias is not None, num_warps=4)
+                                                     BLOCK=1024, HAS_BIAS=bias is not None, PDL=cfg.pdl, num_warps=4,
+                                                     **({"launch_pdl": True} if cfg.pdl else {}))
     return y
 
 
