@@ -4,10 +4,8 @@
 # kernel path, and the step statistics kernel (test_gpu.py, not yet run on a GPU). (2)
 # bench_skinny_gemm.py at M = 16 (a budget-15 verify at one request): cuBLAS against the Triton
 # tilings at Qwen3.6-27B's weight shapes, and the target's whole sequence of linear layers both
-# ways. (3) Only where (2) found a tiling at least 2% faster than cuBLAS: step_cost.py, DDTREE-15
-# against DDTREE-15@2 with SGLANG_DDTREE_SKINNY_GEMM naming (2)'s table (those products through the
-# kernel), one request, 27B shapes, dummy weights, the settings of results/2026-12-06/call10
-# (triton, graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases.
+# ways. (3) Only where (2) found a tiling at least 2% faster than cuBLAS: call5.sh with (2)'s table,
+# the in-engine A/B (DDTREE-15 against DDTREE-15@2 with SGLANG_DDTREE_SKINNY_GEMM; files in ab/).
 # (3) fits after (1) and (2) only where an engine starts in ~100 s (seen on the H200); on an H100
 # commit (2)'s table and run call5.sh with it.
 # END (default 585) is the step-cost sweep's end, seconds from the call's start. Carry the bundle
@@ -26,18 +24,11 @@ grep -h "\[skinny_gemm\]" $R/b.out | cut -c1-300 >> $R/rc.txt
 n=$(python3 -c "import json; print(sum(1 for r in json.load(open('$R/skinny_gemm.json'))['rows'] if r.get('best_vs_cublas', 9) <= 0.98))" 2>/dev/null)
 echo "tilings faster than cuBLAS by 2%: ${n:-none}" >> $R/rc.txt
 if (( ${n:-0} > 0 )); then
-  python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
-  timeout $(( ${END:-585} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
-    --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
-    --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
-    --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
-    --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
-    --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s 240 \
-    --configs DDTREE-15@2 DDTREE-15 --config-env DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=$R/skinny_gemm.json \
-    --out $R/a/step_cost.json > $R/a.out 2>&1
-  echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-  cp $R/a/step_cost*.json $R/ 2>/dev/null
-  grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
+  mkdir -p $R/ab
+  OUT=$R/ab TABLE=$R/skinny_gemm.json END=$(( ${END:-585} - $(date +%s) + t0 )) \
+    bash benchmark/ddtree/results/2026-12-07/call5.sh > /dev/null 2>&1
+  echo "A/B (call5.sh, results in ab/):" >> $R/rc.txt
+  cat $R/ab/rc.txt >> $R/rc.txt 2>/dev/null
 fi
-cd $R && tar czf logs.tgz t.out t b.out a.out shapes.out 2>/dev/null; rm -rf t t.out b b.out a a.out shapes.out
+cd $R && tar czf logs.tgz t.out t b.out 2>/dev/null; rm -rf t t.out b b.out
 cat $R/rc.txt

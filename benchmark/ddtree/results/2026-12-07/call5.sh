@@ -1,6 +1,7 @@
 #!/bin/bash
 # Any one-GPU kind, ~8 min on an H100 (two engine starts of ~3 min). Issue 29, the skinny GEMM in the
-# engine: call4.sh's step (3) on its own, for a card where it did not fit after the sweep.
+# engine: call4.sh's step (3), which runs it after its sweep; on its own for a card where it did
+# not fit there.
 # TABLE (required): the sweep's table as committed (e.g.
 # benchmark/ddtree/results/2026-12-07/call4/skinny_gemm.json). DDTREE-15 against DDTREE-15@2 with
 # SGLANG_DDTREE_SKINNY_GEMM=$TABLE, one request, 27B shapes, dummy weights, the settings of
