@@ -19,15 +19,6 @@ def _table(tmp_path, rows):
     return p
 
 
-def test_config_names_round_trip():
-    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True)):
-        assert sl.parse_config(cfg.name()) == cfg
-    for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4",
-                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl"):
-        with pytest.raises(ValueError, match="tiling name"):
-            sl.parse_config(bad)
-
-
 def test_table_keeps_rows_that_beat_cublas_by_the_margin(tmp_path):
     rows = [
         dict(m=17, n=5120, k=17408, best="bn64_bk128_sk2_st4_w4", best_vs_cublas=0.95),

@@ -90,6 +90,15 @@ def test_every_tiling_gives_the_same_sums(cfg):
     assert torch.equal(skinny_linear(x, w, cfg=cfg).cpu(), want)
 
 
+def test_config_names_round_trip():
+    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True)):
+        assert Config.from_name(cfg.name()) == cfg
+    for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4",
+                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl"):
+        with pytest.raises(ValueError, match="tiling name"):
+            Config.from_name(bad)
+
+
 def test_bad_arguments_are_refused():
     x = torch.zeros(4, 128, dtype=torch.bfloat16)
     w = torch.zeros(8, 128, dtype=torch.bfloat16)

@@ -4,7 +4,7 @@ switch ``SGLANG_DDTREE_SKINNY_GEMM``, for the in-engine A/B of that kernel).
 sglang's ``UnquantizedLinearMethod.apply(layer, x, bias)`` computes ``F.linear(x, layer.weight,
 bias)`` (cuBLAS) for every bf16 linear layer of the target and the drafter. With the switch naming
 a table (``benchmark/ddtree/bench_skinny_gemm.py``'s JSON: per row ``m``, ``n``, ``k``, ``act``,
-``best`` (a :class:`~sglang_ddtree.kernels.skinny_gemm.Config` name) and ``best_vs_cublas``), an
+``best`` (a :meth:`~sglang_ddtree.kernels.skinny_gemm.Config.name`) and ``best_vs_cublas``), an
 AROUND hook on that method sends a product to ``skinny_linear`` with the row's tiling when all hold:
 
 - this process serves DDTREE (another engine in the same process keeps sglang's path);
@@ -45,22 +45,6 @@ _TABLE: Dict[Key, Config] = {}
 _FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_layer", default=None)
 
 
-def parse_config(name: str) -> Config:
-    """``Config.name()``'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
-    otherwise."""
-    fields = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
-    pdl = name.endswith("_pdl")
-    parts = (name[: -len("_pdl")] if pdl else name).split("_")
-    if len(parts) != len(fields):
-        raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
-    values = {}
-    for (key, tag), part in zip(fields.items(), parts):
-        if not part.startswith(tag) or not part[len(tag):].isdigit():
-            raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
-        values[key] = int(part[len(tag):])
-    return Config(**values, pdl=pdl)
-
-
 def load_table(path: Path) -> Dict[Key, Config]:
     """``{(m, n, k, act): Config}`` of the rows of ``path`` whose best tiling beat sglang's path by
     the margin."""
@@ -72,7 +56,7 @@ def load_table(path: Path) -> Dict[Key, Config]:
             if act not in (None, SILU_MUL):
                 raise ValueError(f"act {act!r}")
             if r.get("best") and float(r["best_vs_cublas"]) <= MAX_RATIO and 1 <= int(r["m"]) <= MAX_M:
-                table[(int(r["m"]), int(r["n"]), int(r["k"]), act)] = parse_config(r["best"])
+                table[(int(r["m"]), int(r["n"]), int(r["k"]), act)] = Config.from_name(r["best"])
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{SKINNY_GEMM.name}={path}: not a bench_skinny_gemm.py table ({e})") from e
     return table

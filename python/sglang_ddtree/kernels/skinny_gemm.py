@@ -54,6 +54,22 @@ class Config:
         base = f"bn{self.BN}_bk{self.BK}_sk{self.split_k}_st{self.num_stages}_w{self.num_warps}"
         return base + "_pdl" if self.pdl else base
 
+    @classmethod
+    def from_name(cls, name: str) -> "Config":
+        """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
+        otherwise."""
+        fields = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
+        pdl = name.endswith("_pdl")
+        parts = (name[: -len("_pdl")] if pdl else name).split("_")
+        if len(parts) != len(fields):
+            raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
+        values = {}
+        for (key, tag), part in zip(fields.items(), parts):
+            if not part.startswith(tag) or not part[len(tag):].isdigit():
+                raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
+            values[key] = int(part[len(tag):])
+        return cls(**values, pdl=pdl)
+
 
 @triton.jit
 def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
@@ -116,8 +132,9 @@ def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.con
 ACTS = (None, "silu_mul")
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Config,
+def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Optional[Config],
            act: Optional[str]) -> None:
+    """The module docstring's contract; the tiling's K divisibility too where ``cfg`` is given."""
     if act not in ACTS:
         raise ValueError(f"skinny_linear: act {act!r} is not one of {ACTS}")
     width = 2 * weight.shape[-1] if act == "silu_mul" else weight.shape[-1]
@@ -133,7 +150,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], 
     if bias is not None and (tuple(bias.shape) != (weight.shape[0],) or not bias.is_contiguous()):
         raise ValueError(f"skinny_linear: bias [N] contiguous expected, got {tuple(bias.shape)}")
     K = weight.shape[1]
-    if K % (cfg.BK * cfg.split_k) != 0:
+    if cfg is not None and K % (cfg.BK * cfg.split_k) != 0:
         raise ValueError(f"skinny_linear: K = {K} is not a multiple of BK x split_k = {cfg.BK * cfg.split_k} "
                          f"({cfg.name()})")
 
@@ -181,7 +198,7 @@ def skinny_linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: Optiona
                             act: Optional[str] = None) -> torch.Tensor:
     """Plain torch: fp32 accumulation, cast to x's dtype."""
     if act is not None:
-        _check(x, weight, bias, Config(BK=1), act)
+        _check(x, weight, bias, None, act)
         x = silu_mul_reference(x)
     y = x.float() @ weight.float().T
     if bias is not None:
