@@ -122,8 +122,9 @@ def pad_layout(layout: VerifyLayout, n: int) -> VerifyLayout:
 
     mask = torch.zeros(bs, n, n, dtype=layout.ancestor_mask.dtype, device=layout.ancestor_mask.device)
     mask[:, :m, :m] = layout.ancestor_mask
-    idx = torch.arange(m, n, device=mask.device)
-    mask[:, idx, idx] = True  # a padding position sees itself (and the prefix)
+    # A padding position sees itself (and the prefix): the diagonal of the padded block, written
+    # through a view (a tensor-indexed assignment synchronises with the host).
+    mask[:, m:, m:].diagonal(dim1=1, dim2=2).fill_(True)
     return VerifyLayout(
         tokens=cat(layout.tokens, 0), depth=cat(layout.depth, 0),
         positions=torch.cat([layout.positions, layout.positions[:, :1].expand(bs, extra)], 1),
