@@ -168,6 +168,7 @@ def test_the_mlp_hook_forms_the_activation_inside_the_down_projection(tmp_path, 
 def test_a_named_product_runs_the_kernel_on_a_ddtree_server(tmp_path, monkeypatch):
     rows = [dict(m=17, n=256, k=512, best="bn64_bk128_sk2_st3_w4", best_vs_cublas=0.9)]
     sl._TABLE.clear()
+    sl._ROUTED.clear()
     sl._TABLE.update(sl.load_table(_table(tmp_path, rows)))
     monkeypatch.setattr(sl, "_serving_ddtree", lambda: True)
     layer = torch.nn.Linear(512, 256, bias=True).to("cuda", torch.bfloat16)
@@ -175,6 +176,7 @@ def test_a_named_product_runs_the_kernel_on_a_ddtree_server(tmp_path, monkeypatc
     calls = []
     y = sl._apply(lambda *a: calls.append(a), None, layer, x, layer.bias)
     assert calls == []
+    assert sl.routed() == {(17, 256, 512, None): sl.Config.from_name("bn64_bk128_sk2_st3_w4")}
     want = (x.double() @ layer.weight.double().T + layer.bias.double())
     assert ((y.double() - want).abs().max() / want.abs().max()).item() < 1e-2
     monkeypatch.setattr(sl, "_serving_ddtree", lambda: False)  # another engine in the process

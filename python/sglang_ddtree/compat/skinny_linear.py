@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -37,11 +38,13 @@ from ..kernels.skinny_gemm import MAX_M, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
+logger = logging.getLogger(__name__)
 MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than sglang's path
 SILU_MUL = "silu_mul"
 
 Key = Tuple[int, int, int, Optional[str]]  # (tokens, N, K, act)
 _TABLE: Dict[Key, Config] = {}
+_ROUTED: Dict[Key, Config] = {}  # what this process sent to the kernel, logged once per key
 _FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_layer", default=None)
 
 
@@ -83,7 +86,16 @@ def _apply(original, self, layer, x, bias=None):
         return original(self, layer, x, bias)
     from ..kernels.skinny_gemm import skinny_linear
 
+    key = (x.shape[0], layer.weight.shape[0], layer.weight.shape[1], act)
+    if key not in _ROUTED:
+        _ROUTED[key] = cfg
+        logger.info("skinny_linear: (tokens, N, K, act) = %s through %s", key, cfg.name())
     return skinny_linear(x, layer.weight, bias, cfg, act=act)
+
+
+def routed() -> Dict[Key, Config]:
+    """The products this process has sent to the kernel so far, ``{(tokens, N, K, act): Config}``."""
+    return dict(_ROUTED)
 
 
 def _mlp_forward(original, self, x, *args, **kwargs):
@@ -118,6 +130,7 @@ def register_skinny_linear_hook() -> bool:
     if not path:
         return False
     _TABLE.clear()
+    _ROUTED.clear()
     _TABLE.update(load_table(Path(path)))
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
