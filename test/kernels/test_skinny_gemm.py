@@ -15,10 +15,10 @@ from sglang_ddtree.kernels.skinny_gemm import Config, silu_mul_reference, skinny
 test_in_triton_interpreter = interpreter_test(__file__)
 
 # Small enough for the interpreter; on a GPU a row at the target's widths too.
-SHAPES = [(1, 40, 128), (16, 96, 256), (17, 130, 512), (33, 64, 256), (64, 72, 128)]
+SHAPES = [(1, 40, 128), (16, 96, 256), (17, 130, 512), (33, 64, 256), (64, 72, 128), (65, 40, 128)]
 DTYPES = [torch.float16]
 if HAS_CUDA:
-    SHAPES += [(17, 5120, 17408), (16, 34816, 5120), (3, 96, 5120)]
+    SHAPES += [(17, 5120, 17408), (16, 34816, 5120), (3, 96, 5120), (65, 16384, 5120)]
     DTYPES += [torch.bfloat16]
 
 
@@ -104,8 +104,8 @@ def test_bad_arguments_are_refused():
     w = torch.zeros(8, 128, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"\[M, K\]"):
         skinny_linear(x, w[:, :64])
-    with pytest.raises(ValueError, match="M = 65"):
-        skinny_linear(torch.zeros(65, 128, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError, match="M = 129"):
+        skinny_linear(torch.zeros(129, 128, dtype=torch.bfloat16), w)
     with pytest.raises(ValueError, match="bf16 or fp16"):
         skinny_linear(x.float(), w.float())
     with pytest.raises(ValueError, match="multiple of BK"):

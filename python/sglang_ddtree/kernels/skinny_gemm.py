@@ -1,6 +1,6 @@
 """A linear layer for few tokens (Triton), with the plain-torch reference beside it.
 
-    x      [M, K]   bf16 / fp16, K contiguous, M <= 64
+    x      [M, K]   bf16 / fp16, K contiguous, M <= 128
     weight [N, K]   x's dtype, K contiguous (a torch ``nn.Linear`` weight)
     bias   [N]      optional
     ->  y  [M, N]   x's dtype, contiguous: ``x @ weight.T + bias``, accumulated in fp32
@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-MAX_M = 64
+MAX_M = 128
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,8 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], 
 
 
 def block_m(M: int) -> int:
-    """The tokens' tile: M padded to 16, 32 or 64."""
-    return 16 if M <= 16 else 32 if M <= 32 else 64
+    """The tokens' tile: M padded to 16, 32, 64 or 128."""
+    return 16 if M <= 16 else 32 if M <= 32 else 64 if M <= 64 else 128
 
 
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
