@@ -42,18 +42,14 @@ sys.path.insert(0, str(ROOT / "python"))
 from sglang_ddtree.kernels.skinny_gemm import Config, block_m, skinny_linear  # noqa: E402
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 
-H, FFN, VOCAB = 5120, 17408, 248320
-# name: (N, K) of Qwen3.6-27B's weight matrices (qwen36_shapes.py)
-SHAPES = {
-    "gdn_in_proj_qkvz": (2 * 16 * 128 + 2 * 48 * 128, H),
-    "gdn_in_proj_ba": (2 * 48, H),
-    "gdn_out_proj": (H, 48 * 128),
-    "attn_qkv_proj": (2 * 24 * 256 + 2 * 4 * 256, H),
-    "attn_o_proj": (H, 24 * 256),
-    "mlp_gate_up": (2 * FFN, H),
-    "mlp_down": (H, FFN),
-    "lm_head": (VOCAB, H),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from qwen36_shapes import shapes as qwen36_shapes, target_config  # noqa: E402
+
+from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes  # noqa: E402
+
+# name: (N, K) of Qwen3.6-27B's weight matrices, as sglang loads them (merged projections)
+SHAPES = qwen35_linear_shapes(target_config(qwen36_shapes()))
+H = SHAPES["lm_head"][1]  # the hidden size
 GDN_LAYER = ["gdn_in_proj_qkvz", "gdn_in_proj_ba", "gdn_out_proj", "mlp_gate_up", "mlp_down"]
 ATTN_LAYER = ["attn_qkv_proj", "attn_o_proj", "mlp_gate_up", "mlp_down"]
 SEQUENCE = (GDN_LAYER * 3 + ATTN_LAYER) * 16 + ["lm_head"]
@@ -168,7 +164,6 @@ def main() -> int:
     else:
         # step_cost.py's definition (an eager device copy, read + write), so the floors of the two
         # tools agree; a copy captured in a CUDA graph runs as a memcpy node, at a lower rate.
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from step_cost import memory_bandwidth_gbs
 
         copy_rate = memory_bandwidth_gbs() / 1e3

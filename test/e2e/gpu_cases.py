@@ -370,6 +370,12 @@ CASES = {
         "track_check": True, "env": dict(XB_ENV, SGLANG_DDTREE_WY_CHECK="1")}),
     # The engine's own default for a hybrid target with the radix cache on (wy).
     "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
+    # The few-token product (kernels/skinny_gemm.py) in every linear layer of the hybrid target's
+    # verify through the developer switch SGLANG_DDTREE_SKINNY_GEMM, with a table that names it for
+    # every product at 1-8 requests (testing/skinny_tables.forced_table), the down projection with
+    # the activation inside: lossless like cuBLAS's path, and the log shows the products it took.
+    "ddtree15-qwen35-wy-skinny": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
+                                                            disable_radix_cache=True), {"skinny": True}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
                                                       disable_radix_cache=True), {"auto": True}),
     "ddtree-auto-capped-qwen35-wy": ("qwen35", lambda: _auto("qwen35", rows=AUTO_ROWS_CAPPED,
@@ -490,6 +496,28 @@ def _track_checks(log_text: str) -> list:
     return rows
 
 
+# The skinny GEMM case's table: budget 15 verifies 16 tokens a request; a tiling every tiny width
+# divides (K a multiple of 32).
+SKINNY_TILING = "bn32_bk32_sk1_st2_w4"
+
+
+def skinny_test_table(model: str) -> dict:
+    from sglang_ddtree.testing.skinny_tables import forced_table, qwen35_linear_shapes
+
+    cfg = json.loads((Path(_path(model)) / "config.json").read_text())
+    return forced_table(qwen35_linear_shapes(cfg), [16 * b for b in range(1, 9)], SKINNY_TILING)
+
+
+def _skinny_routes(log_text: str) -> list:
+    """``[tokens, N, K, act]`` per product the skinny GEMM switch sent to the kernel (its log line)."""
+    rows = []
+    for line in log_text.splitlines():
+        if "skinny_linear: (tokens, N, K, act) = (" in line:
+            t = line.split("= (", 1)[1].split(")", 1)[0].replace("'", "").split(", ")
+            rows.append([int(t[0]), int(t[1]), int(t[2]), None if t[3] == "None" else t[3]])
+    return sorted(rows, key=str)
+
+
 def _graph_captures(log_text: str) -> list:
     return sorted({line.split("Capture ", 1)[1].split(" CUDA graph end")[0]
                    for line in log_text.splitlines() if "CUDA graph end" in line and "Capture " in line})
@@ -515,6 +543,10 @@ def run_case(name: str, out: Path) -> dict:
         new = [ORACLE_NEW] * len(PROMPTS)
     else:
         new = MIXED_NEW
+    if checks.get("skinny"):
+        table = out / f"{name}.skinny.json"
+        table.write_text(json.dumps(skinny_test_table(model)))
+        env["SGLANG_DDTREE_SKINNY_GEMM"] = str(table)
     spec = spec_fn()
     if checks.get("debug"):
         spec["speculative_ddtree_debug_jsonl"] = str(out / f"{name}.jsonl")
@@ -595,7 +627,7 @@ def _spawn(name: str, out: Path, timeout_s: int) -> dict:
     rec = json.loads(res.read_text()) if res.exists() and rc == 0 else {"name": name}
     text = log.read_text(errors="replace")
     rec.update(rc=rc, wall_s=round(time.time() - t0, 1), graphs=_graph_captures(text), track_check=_track_checks(text),
-               mamba_cache=_mamba_cache_lines(text), code_digest=code_digest())
+               mamba_cache=_mamba_cache_lines(text), skinny_routes=_skinny_routes(text), code_digest=code_digest())
     if rc != 0:
         rec["log_tail"] = log.read_text(errors="replace")[-3000:]
     (out / f"{name}.result.json").write_text(json.dumps(rec))
@@ -706,6 +738,15 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
         assert dd.get("verify_cuda_graph_steps") == dd.get("steps") > 0, dd
         used = (dd.get("budget_policy") or {}).get("steps_by_choice") or {}
         assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
+    if checks.get("skinny"):  # the verify's GatedDeltaNet and MLP products ran through the kernel
+        from sglang_ddtree.testing.skinny_tables import SILU_MUL, qwen35_linear_shapes
+
+        cfg = json.loads((Path(_path(rec["model"])) / "config.json").read_text())
+        shapes = qwen35_linear_shapes(cfg)
+        routed = {(n, k, act) for m, n, k, act in rec.get("skinny_routes") or []}
+        want = {shapes["gdn_in_proj_qkvz"] + (None,), shapes["gdn_out_proj"] + (None,),
+                shapes["mlp_gate_up"] + (None,), shapes["mlp_down"] + (SILU_MUL,)}
+        assert want <= routed, dict(missing=sorted(want - routed, key=str), routed=rec.get("skinny_routes"))
     known = None
     if checks.get("track_check"):  # the wy tracked states equal sglang's per-node ones
         rows = rec.get("track_check") or []

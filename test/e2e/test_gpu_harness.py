@@ -4,7 +4,9 @@ placeholder modules that let EAGLE draft graphs capture on a trimmed host
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +64,41 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
                 dict(good, budget_policy={"steps_by_choice": {"chain": 40}})):  # one width only
         with pytest.raises(AssertionError):
             gpu_cases.assert_speculative(results(bad), "ddtree-auto-llama")
+
+
+def test_the_skinny_case_needs_the_kernel_in_the_gdn_and_mlp_products(tmp_path):
+    """The skinny GEMM case reads the products the switch took from the server's log lines and
+    fails unless the GatedDeltaNet projections, the MLP's gate_up and the fused down projection
+    are among them; its table lists every product at 16-128 tokens and loads as the switch reads it."""
+    from sglang_ddtree.compat import skinny_linear as sl
+    from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes
+
+    name = "ddtree15-qwen35-wy-skinny"
+    shapes = qwen35_linear_shapes(json.loads((Path(gpu_cases._path("qwen35")) / "config.json").read_text()))
+    (tmp_path / "t.json").write_text(json.dumps(gpu_cases.skinny_test_table("qwen35")))
+    loaded = sl.load_table(tmp_path / "t.json")
+    assert len(loaded) == 8 * (len(set(shapes.values())) + 1)  # every row kept: token counts x (shapes + fused down)
+    assert {m for m, *_ in loaded} == {16 * b for b in range(1, 9)}
+    keys = [(16,) + shapes[s] + (None,) for s in ("gdn_in_proj_qkvz", "gdn_out_proj", "mlp_gate_up")]
+    keys.append((16,) + shapes["mlp_down"] + ("silu_mul",))
+    lines = [f"[2026-12-07 06:00:00] {sl.ROUTE_LOG % (k, gpu_cases.SKINNY_TILING)}" for k in keys]
+    routes = gpu_cases._skinny_routes("\n".join(["unrelated"] + lines))
+    assert sorted(map(tuple, routes), key=str) == sorted(keys, key=str)
+
+    ref = [[5] * 40] * 4
+    top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
+    plain = dict(name="plain-qwen35", model="qwen35", rc=0, output_ids=ref, top2=top, graphs=["target decode"])
+
+    def results(routes):
+        rec = dict(name=name, model="qwen35", rc=0, max_new_tokens=gpu_cases.MIXED_NEW, graphs=["target verify"],
+                   output_ids=[r[:n] for r, n in zip(ref, gpu_cases.MIXED_NEW)], meta_info=[{}] * 4,
+                   ddtree=dict(steps=10, verify_cuda_graph_steps=10), skinny_routes=routes)
+        return {"plain-qwen35": plain, name: rec}
+
+    assert gpu_cases.assert_speculative(results(routes), name) is None
+    for drop in range(len(routes)):  # any one of them missing fails the case
+        with pytest.raises(AssertionError):
+            gpu_cases.assert_speculative(results(routes[:drop] + routes[drop + 1:]), name)
 
 
 def test_logprob_cases_match_the_plain_runs_top1_within_tolerance():

@@ -39,6 +39,7 @@ from ..kernels.skinny_gemm import MAX_M, Config
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
 logger = logging.getLogger(__name__)
+ROUTE_LOG = "skinny_linear: (tokens, N, K, act) = %s through %s"  # parsed by test/e2e/gpu_cases.py
 MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than sglang's path
 SILU_MUL = "silu_mul"
 
@@ -89,7 +90,7 @@ def _apply(original, self, layer, x, bias=None):
     key = (x.shape[0], layer.weight.shape[0], layer.weight.shape[1], act)
     if key not in _ROUTED:
         _ROUTED[key] = cfg
-        logger.info("skinny_linear: (tokens, N, K, act) = %s through %s", key, cfg.name())
+        logger.info(ROUTE_LOG, key, cfg.name())
     return skinny_linear(x, layer.weight, bias, cfg, act=act)
 
 
