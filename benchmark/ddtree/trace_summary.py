@@ -56,7 +56,8 @@ def trace_kind(events: List[dict]) -> str:
 
 # Kernel families, by name (first match wins): what a per-phase table splits the device time into.
 CATEGORIES = (
-    ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|gemv|splitk|matmul|sm90_|sm100_|sm120_", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|gemv|splitk|matmul|sm90_|sm100_|sm120_|_skinny_kernel|_split_sum_kernel",
+                        re.I)),
     ("norm", re.compile(r"norm", re.I)),  # (before attention: flashinfer's norm kernels)
     ("attention", re.compile(r"_fwd_kernel|attn|attention|flash|flashinfer|decode_.*kernel|extend_.*kernel", re.I)),
     ("topk_sort", re.compile(r"topk|top_k|sort|radix", re.I)),

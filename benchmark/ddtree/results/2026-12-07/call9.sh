@@ -1,8 +1,10 @@
 #!/bin/bash
-# Any one-GPU kind, ~8 min. Issue 29's one-request goals with the skinny GEMM, in one run:
+# Any one-GPU kind, ~9 min. Issue 29's one-request goals with the skinny GEMM, in one run:
 # (1) bench_skinny_gemm.py at M = 16 / 17 / 65 (verify of budget 15 / 16 / 64) -> $R/skinny_gemm.json;
 # (2) step_cost.py, one request: sglang's DFLASH, and DDTREE-16 / -15 / chain / -64 each with
-# SGLANG_DDTREE_SKINNY_GEMM=(1)'s table (settings of call5.sh / call6.sh). Configurations in order of
+# SGLANG_DDTREE_SKINNY_GEMM=(1)'s table (settings of call5.sh / call6.sh), --profile: each engine's
+# GEMM family in device ms (call5/6 gained about half what the bench predicts at M = 16; the
+# products routed are in routed.txt). Configurations in order of
 # need; the sweep stops at END (default 585 s from the start). Carry the bundle (assets' drafter and
 # the traces moved aside).
 R=${OUT:?}
@@ -15,7 +17,7 @@ echo "bench rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 grep -h "\[skinny_gemm\]" $R/b.out | cut -c1-300 >> $R/rc.txt
 T=$R/skinny_gemm.json
 timeout $(( ${END:-585} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
-  --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
+  --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases --profile \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
