@@ -345,6 +345,8 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             dd = st.get("ddtree") or {}
             if dd:  # whether the tree verify replayed CUDA graphs (totals over this engine's rows)
                 rows[-1].update(verify_cuda_graph_steps=dd.get("verify_cuda_graph_steps"), ddtree_steps=dd.get("steps"))
+                if "skinny_gemm_routed" in dd:  # SGLANG_DDTREE_SKINNY_GEMM: the products the kernel took
+                    rows[-1]["skinny_gemm_routed"] = dd["skinny_gemm_routed"]
         except Exception as e:  # reported, never the reason a sweep stops
             rows[-1]["server_info_error"] = repr(e)
     finally:

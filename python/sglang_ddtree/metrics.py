@@ -99,6 +99,9 @@ class DDTreeStats:
             out["oracle"] = {"steps": self.oracle_steps, "skipped_steps": self.oracle_skipped,
                              "checked_request_steps": int(self.oracle_checked),
                              "mismatched_request_steps": int(self.oracle_mismatch)}
+        routed = _skinny_routed()
+        if routed is not None:
+            out["skinny_gemm_routed"] = routed
         if self.shadow:
             sh = self.shadow_hist.tolist()
             m = sum(sh)
@@ -151,6 +154,18 @@ class PrometheusExport:
                     h.observe(value)
                 last[value] = now
         self.nodes.labels(**self.labels).set(snap["avg_tree_nodes"])
+
+
+def _skinny_routed():
+    """With ``SGLANG_DDTREE_SKINNY_GEMM`` set: ``[[tokens, N, K, act, tiling], ...]``, the products
+    this process sent to ``kernels/skinny_gemm.py`` (``compat/skinny_linear.routed``); else None."""
+    from .config import SKINNY_GEMM
+
+    if not SKINNY_GEMM.get():
+        return None
+    from .compat.skinny_linear import routed
+
+    return sorted(([m, n, k, act, cfg.name()] for (m, n, k, act), cfg in routed().items()), key=str)
 
 
 def request_spec_metrics(meta_info: dict, budget: int) -> None:

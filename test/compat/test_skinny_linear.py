@@ -208,3 +208,21 @@ def test_the_mlp_hook_leaves_what_the_table_does_not_name_to_sglang(tmp_path, mo
     sl._mlp_forward(original, mlp, x)
     assert seen == [((4, 32), (), ()), ((4, 32), ("extra",), ()), ((4, 32), (), ())]
     sl._TABLE.clear()
+
+
+def test_server_info_lists_the_routed_products_only_with_the_switch(monkeypatch, tmp_path):
+    """``/server_info``'s ``ddtree.skinny_gemm_routed`` (metrics.DDTreeStats.snapshot): what the
+    hook sent to the kernel, with its tiling; absent without the switch."""
+    from sglang_ddtree import metrics
+
+    monkeypatch.delenv("SGLANG_DDTREE_SKINNY_GEMM", raising=False)
+    assert metrics._skinny_routed() is None
+    assert "skinny_gemm_routed" not in metrics.DDTreeStats(budget=4, max_depth=3, device="cpu").snapshot()
+    monkeypatch.setenv("SGLANG_DDTREE_SKINNY_GEMM", str(tmp_path / "t.json"))
+    sl._ROUTED.clear()
+    sl._ROUTED[(16, 256, 512, "silu_mul")] = sl.Config.from_name("bn64_bk128_sk2_st3_w4")
+    try:
+        snap = metrics.DDTreeStats(budget=4, max_depth=3, device="cpu").snapshot()
+        assert snap["skinny_gemm_routed"] == [[16, 256, 512, "silu_mul", "bn64_bk128_sk2_st3_w4"]]
+    finally:
+        sl._ROUTED.clear()

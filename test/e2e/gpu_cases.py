@@ -373,7 +373,7 @@ CASES = {
     # The few-token product (kernels/skinny_gemm.py) in every linear layer of the hybrid target's
     # verify through the developer switch SGLANG_DDTREE_SKINNY_GEMM, with a table that names it for
     # every product at 1-8 requests (testing/skinny_tables.forced_table), the down projection with
-    # the activation inside: lossless like cuBLAS's path, and the log shows the products it took.
+    # the activation inside: lossless like cuBLAS's path, and /server_info lists the products it took.
     "ddtree15-qwen35-wy-skinny": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
                                                             disable_radix_cache=True), {"skinny": True}),
     "ddtree-auto-qwen35-wy": ("qwen35", lambda: _auto("qwen35", speculative_ddtree_gdn_mode="wy",
@@ -508,16 +508,6 @@ def skinny_test_table(model: str) -> dict:
     return forced_table(qwen35_linear_shapes(cfg), [16 * b for b in range(1, 9)], SKINNY_TILING)
 
 
-def _skinny_routes(log_text: str) -> list:
-    """``[tokens, N, K, act]`` per product the skinny GEMM switch sent to the kernel (its log line)."""
-    rows = []
-    for line in log_text.splitlines():
-        if "skinny_linear: (tokens, N, K, act) = (" in line:
-            t = line.split("= (", 1)[1].split(")", 1)[0].replace("'", "").split(", ")
-            rows.append([int(t[0]), int(t[1]), int(t[2]), None if t[3] == "None" else t[3]])
-    return sorted(rows, key=str)
-
-
 def _graph_captures(log_text: str) -> list:
     return sorted({line.split("Capture ", 1)[1].split(" CUDA graph end")[0]
                    for line in log_text.splitlines() if "CUDA graph end" in line and "Capture " in line})
@@ -627,7 +617,7 @@ def _spawn(name: str, out: Path, timeout_s: int) -> dict:
     rec = json.loads(res.read_text()) if res.exists() and rc == 0 else {"name": name}
     text = log.read_text(errors="replace")
     rec.update(rc=rc, wall_s=round(time.time() - t0, 1), graphs=_graph_captures(text), track_check=_track_checks(text),
-               mamba_cache=_mamba_cache_lines(text), skinny_routes=_skinny_routes(text), code_digest=code_digest())
+               mamba_cache=_mamba_cache_lines(text), code_digest=code_digest())
     if rc != 0:
         rec["log_tail"] = log.read_text(errors="replace")[-3000:]
     (out / f"{name}.result.json").write_text(json.dumps(rec))
@@ -743,10 +733,11 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
 
         cfg = json.loads((Path(_path(rec["model"])) / "config.json").read_text())
         shapes = qwen35_linear_shapes(cfg)
-        routed = {(n, k, act) for m, n, k, act in rec.get("skinny_routes") or []}
+        reported = (rec.get("ddtree") or {}).get("skinny_gemm_routed") or []  # /server_info
+        routed = {(n, k, act) for m, n, k, act, tiling in reported}
         want = {shapes["gdn_in_proj_qkvz"] + (None,), shapes["gdn_out_proj"] + (None,),
                 shapes["mlp_gate_up"] + (None,), shapes["mlp_down"] + (SILU_MUL,)}
-        assert want <= routed, dict(missing=sorted(want - routed, key=str), routed=rec.get("skinny_routes"))
+        assert want <= routed, dict(missing=sorted(want - routed, key=str), routed=reported)
     known = None
     if checks.get("track_check"):  # the wy tracked states equal sglang's per-node ones
         rows = rec.get("track_check") or []

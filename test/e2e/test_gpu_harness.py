@@ -67,9 +67,10 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
 
 
 def test_the_skinny_case_needs_the_kernel_in_the_gdn_and_mlp_products(tmp_path):
-    """The skinny GEMM case reads the products the switch took from the server's log lines and
-    fails unless the GatedDeltaNet projections, the MLP's gate_up and the fused down projection
-    are among them; its table lists every product at 16-128 tokens and loads as the switch reads it."""
+    """The skinny GEMM case reads the products the switch took from the server's report
+    (``/server_info``'s ``ddtree.skinny_gemm_routed``) and fails unless the GatedDeltaNet
+    projections, the MLP's gate_up and the fused down projection are among them; its table lists
+    every product at 16-128 tokens and loads as the switch reads it."""
     from sglang_ddtree.compat import skinny_linear as sl
     from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes
 
@@ -79,11 +80,8 @@ def test_the_skinny_case_needs_the_kernel_in_the_gdn_and_mlp_products(tmp_path):
     loaded = sl.load_table(tmp_path / "t.json")
     assert len(loaded) == 8 * (len(set(shapes.values())) + 1)  # every row kept: token counts x (shapes + fused down)
     assert {m for m, *_ in loaded} == {16 * b for b in range(1, 9)}
-    keys = [(16,) + shapes[s] + (None,) for s in ("gdn_in_proj_qkvz", "gdn_out_proj", "mlp_gate_up")]
-    keys.append((16,) + shapes["mlp_down"] + ("silu_mul",))
-    lines = [f"[2026-12-07 06:00:00] {sl.ROUTE_LOG % (k, gpu_cases.SKINNY_TILING)}" for k in keys]
-    routes = gpu_cases._skinny_routes("\n".join(["unrelated"] + lines))
-    assert sorted(map(tuple, routes), key=str) == sorted(keys, key=str)
+    routes = [[16, *shapes[s], None, gpu_cases.SKINNY_TILING] for s in ("gdn_in_proj_qkvz", "gdn_out_proj", "mlp_gate_up")]
+    routes.append([16, *shapes["mlp_down"], "silu_mul", gpu_cases.SKINNY_TILING])
 
     ref = [[5] * 40] * 4
     top = [_top2([((-0.1, 5), (-3.0, 6))] * 40)] * 4
@@ -92,7 +90,7 @@ def test_the_skinny_case_needs_the_kernel_in_the_gdn_and_mlp_products(tmp_path):
     def results(routes):
         rec = dict(name=name, model="qwen35", rc=0, max_new_tokens=gpu_cases.MIXED_NEW, graphs=["target verify"],
                    output_ids=[r[:n] for r, n in zip(ref, gpu_cases.MIXED_NEW)], meta_info=[{}] * 4,
-                   ddtree=dict(steps=10, verify_cuda_graph_steps=10), skinny_routes=routes)
+                   ddtree=dict(steps=10, verify_cuda_graph_steps=10, skinny_gemm_routed=routes))
         return {"plain-qwen35": plain, name: rec}
 
     assert gpu_cases.assert_speculative(results(routes), name) is None

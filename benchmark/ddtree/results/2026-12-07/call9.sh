@@ -4,7 +4,7 @@
 # (2) step_cost.py, one request: sglang's DFLASH, and DDTREE-16 / -15 / chain / -64 each with
 # SGLANG_DDTREE_SKINNY_GEMM=(1)'s table (settings of call5.sh / call6.sh), --profile: each engine's
 # GEMM family in device ms (call5/6 gained about half what the bench predicts at M = 16; the
-# products routed are in routed.txt). Configurations in order of
+# products the kernel took are each row's skinny_gemm_routed). Configurations in order of
 # need; the sweep stops at END (default 585 s from the start). Carry the bundle (assets' drafter and
 # the traces moved aside).
 R=${OUT:?}
@@ -29,6 +29,5 @@ timeout $(( ${END:-585} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --o
 echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cp $R/a/step_cost.json $R/ 2>/dev/null
 grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
-grep -rh "skinny_linear:" $R/a | sort | uniq -c | head -40 > $R/routed.txt 2>/dev/null
 cd $R && tar czf logs.tgz a b a.out b.out shapes.out 2>/dev/null; rm -rf a b a.out b.out shapes.out
 cat $R/rc.txt
