@@ -729,7 +729,8 @@ def assert_speculative(results: dict, name: str) -> Optional[str]:
         used = (dd.get("budget_policy") or {}).get("steps_by_choice") or {}
         assert used.get("chain", 0) > 0 and used.get("32", 0) > 0, used
     if checks.get("skinny"):  # the verify's GatedDeltaNet and MLP products ran through the kernel
-        from sglang_ddtree.testing.skinny_tables import SILU_MUL, qwen35_linear_shapes
+        from sglang_ddtree.kernels.skinny_gemm import SILU_MUL
+        from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes
 
         cfg = json.loads((Path(_path(rec["model"])) / "config.json").read_text())
         shapes = qwen35_linear_shapes(cfg)

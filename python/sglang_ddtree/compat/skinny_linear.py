@@ -34,14 +34,13 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from ..config import SKINNY_GEMM
-from ..kernels.skinny_gemm import MAX_M, Config
+from ..kernels.skinny_gemm import ACTS, MAX_M, SILU_MUL, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
 logger = logging.getLogger(__name__)
 ROUTE_LOG = "skinny_linear: (tokens, N, K, act) = %s through %s"
 MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than sglang's path
-SILU_MUL = "silu_mul"
 
 Key = Tuple[int, int, int, Optional[str]]  # (tokens, N, K, act)
 _TABLE: Dict[Key, Config] = {}
@@ -57,7 +56,7 @@ def load_table(path: Path) -> Dict[Key, Config]:
         table = {}
         for r in rows:
             act = r.get("act")
-            if act not in (None, SILU_MUL):
+            if act not in ACTS:
                 raise ValueError(f"act {act!r}")
             if r.get("best") and float(r["best_vs_cublas"]) <= MAX_RATIO and 1 <= int(r["m"]) <= MAX_M:
                 table[(int(r["m"]), int(r["n"]), int(r["k"]), act)] = Config.from_name(r["best"])

@@ -31,6 +31,10 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_M = 128
+SILU_MUL = "silu_mul"  # act: silu(gate) * up formed inside the product
+ACTS = (None, SILU_MUL)
+# Config field -> its tag in Config.name(), in name order.
+_NAME_TAGS = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
 
 
 @dataclass(frozen=True)
@@ -51,20 +55,19 @@ class Config:
     pdl: bool = False
 
     def name(self) -> str:
-        base = f"bn{self.BN}_bk{self.BK}_sk{self.split_k}_st{self.num_stages}_w{self.num_warps}"
+        base = "_".join(f"{tag}{getattr(self, key)}" for key, tag in _NAME_TAGS.items())
         return base + "_pdl" if self.pdl else base
 
     @classmethod
     def from_name(cls, name: str) -> "Config":
         """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
         otherwise."""
-        fields = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
         pdl = name.endswith("_pdl")
         parts = (name[: -len("_pdl")] if pdl else name).split("_")
-        if len(parts) != len(fields):
+        if len(parts) != len(_NAME_TAGS):
             raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
         values = {}
-        for (key, tag), part in zip(fields.items(), parts):
+        for (key, tag), part in zip(_NAME_TAGS.items(), parts):
             if not part.startswith(tag) or not part[len(tag):].isdigit():
                 raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
             values[key] = int(part[len(tag):])
@@ -129,15 +132,12 @@ def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.con
     tl.store(y + m * sy_m + rn, acc.to(y.dtype.element_ty), mask=ok)
 
 
-ACTS = (None, "silu_mul")
-
-
 def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Optional[Config],
            act: Optional[str]) -> None:
     """The module docstring's contract; the tiling's K divisibility too where ``cfg`` is given."""
     if act not in ACTS:
         raise ValueError(f"skinny_linear: act {act!r} is not one of {ACTS}")
-    width = 2 * weight.shape[-1] if act == "silu_mul" else weight.shape[-1]
+    width = 2 * weight.shape[-1] if act == SILU_MUL else weight.shape[-1]
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != width:
         raise ValueError(f"skinny_linear: x [M, {'2K' if act else 'K'}] and weight [N, K] expected, got "
                          f"{tuple(x.shape)}, {tuple(weight.shape)}")
@@ -178,7 +178,7 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
                          y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
-                         HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == "silu_mul",
+                         HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == SILU_MUL,
                          PDL=cfg.pdl, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
                          **({"launch_pdl": True} if cfg.pdl else {}))
     if cfg.split_k > 1:

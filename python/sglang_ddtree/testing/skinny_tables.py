@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Tuple
 
-SILU_MUL = "silu_mul"
+from ..kernels.skinny_gemm import SILU_MUL
 
 
 def qwen35_linear_shapes(config: dict) -> Dict[str, Tuple[int, int]]:
