@@ -1,24 +1,29 @@
 #!/bin/bash
 # Any one-GPU kind, ~8 min on an H100 (two engine starts of ~3 min). Issue 29, the skinny GEMM in the
 # engine: call4.sh's step (3), which runs it after its sweep; on its own for a card where it did
-# not fit there.
+# not fit there. Also the step-cost sweep of call6.sh, call8.sh and call9.sh (their settings).
 # TABLE (required): the sweep's table as committed (e.g.
-# benchmark/ddtree/results/2026-12-07/call4/skinny_gemm.json). DDTREE-15 against DDTREE-15@2 with
-# SGLANG_DDTREE_SKINNY_GEMM=$TABLE, one request, 27B shapes, dummy weights, the settings of
-# results/2026-12-06/call10 (triton, graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds
-# of 64 tokens, --phases. Carry the bundle (assets' drafter and the traces moved aside).
+# benchmark/ddtree/results/2026-12-07/call4/skinny_gemm.json). CONFIGS (default: DDTREE-15@2
+# DDTREE-15) at one request, SGLANG_DDTREE_SKINNY_GEMM=$TABLE for those of SKINNY (default:
+# DDTREE-15@2), 27B shapes, dummy weights, the settings of results/2026-12-06/call10 (triton,
+# graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases, EXTRA
+# more step_cost.py arguments; CASE_TIMEOUT (default 260) per configuration, END (default 570)
+# seconds for the call. Carry the bundle (assets' drafter and the traces moved aside).
 R=${OUT:?}
 [[ -f ${TABLE:?name the sweep table: TABLE=...} ]] || { echo "no table at $TABLE" | tee $R/rc.txt; exit 2; }
+T=$(realpath $TABLE)
+env_args=()
+for c in ${SKINNY:-DDTREE-15@2}; do env_args+=(--config-env "$c:SGLANG_DDTREE_SKINNY_GEMM=$T"); done
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
 timeout $(( ${END:-570} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
-  --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
+  --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases ${EXTRA:-} \
   --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
   --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
   --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
-  --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s 260 \
-  --configs DDTREE-15@2 DDTREE-15 --config-env "DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=$(realpath $TABLE)" \
+  --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s ${CASE_TIMEOUT:-260} \
+  --configs ${CONFIGS:-DDTREE-15@2 DDTREE-15} "${env_args[@]}" \
   --out $R/a/step_cost.json > $R/a.out 2>&1
 echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
 cp $R/a/step_cost*.json $R/ 2>/dev/null

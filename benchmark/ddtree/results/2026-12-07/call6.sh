@@ -1,23 +1,7 @@
 #!/bin/bash
 # Any one-GPU kind. Issue 29's one-request ratios with the skinny GEMM switch: sglang's DFLASH,
 # DDTREE-15 and the chain with SGLANG_DDTREE_SKINNY_GEMM=$TABLE (call2g's sweep, H100), and
-# DDTREE-15 without it, one sweep, the settings of call5.sh. Carry the bundle.
-R=${OUT:?}
-T=$(realpath ${TABLE:?})
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
-timeout $(( ${END:-470} - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
-  --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
-  --ddtree-arg 'speculative_ddtree_gdn_mode="wy"' --engine-arg disable_radix_cache=true \
-  --engine-arg 'attention_backend="triton"' --engine-arg 'sampling_backend="pytorch"' \
-  --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
-  --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s 200 \
-  --configs DFLASH DDTREE-15@2 DDTREE-chain@2 DDTREE-15 \
-  --config-env "DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=$T" --config-env "DDTREE-chain@2:SGLANG_DDTREE_SKINNY_GEMM=$T" \
-  --out $R/a/step_cost.json > $R/a.out 2>&1
-echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-cp $R/a/step_cost.json $R/ 2>/dev/null
-grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
-cd $R && tar czf logs.tgz a.out shapes.out 2>/dev/null; rm -rf a a.out shapes.out
-cat $R/rc.txt
+# DDTREE-15 without it, one sweep: call5.sh's step-cost sweep with these configurations (END
+# default 470). Carry the bundle.
+CONFIGS="DFLASH DDTREE-15@2 DDTREE-chain@2 DDTREE-15" SKINNY="DDTREE-15@2 DDTREE-chain@2" CASE_TIMEOUT=200 \
+  END=${END:-470} bash "$(dirname "$0")/call5.sh"
