@@ -17,6 +17,10 @@ The best tiling's output is checked against cuBLAS's (max abs difference over ma
 
     python3 benchmark/ddtree/bench_skinny_gemm.py --out skinny_gemm.json
 
+The JSON is a table for ``--speculative-ddtree-gemm-table PATH`` on the GPU it was measured on
+(``kernels/gemm_table.py``): measure at the token counts the server runs (``--m``: the verify width,
+max(budget + 1, drafter block), times each batch size served; at most 128).
+
 ``--smoke`` runs the same sweep on CPU under ``TRITON_INTERPRET=1`` (widths / 64, fp16, one tiling
 per shape, eager calls timed by the host clock): it checks the script, not the speed.
 """

@@ -345,7 +345,7 @@ def measure(target: str, drafter: str, cfg: str, concurrency: list, prompt_len: 
             dd = st.get("ddtree") or {}
             if dd:  # whether the tree verify replayed CUDA graphs (totals over this engine's rows)
                 rows[-1].update(verify_cuda_graph_steps=dd.get("verify_cuda_graph_steps"), ddtree_steps=dd.get("steps"))
-                if "skinny_gemm_routed" in dd:  # SGLANG_DDTREE_SKINNY_GEMM: the products the kernel took
+                if "skinny_gemm_routed" in dd:  # --speculative-ddtree-gemm-table: the products the kernel took
                     rows[-1]["skinny_gemm_routed"] = dd["skinny_gemm_routed"]
         except Exception as e:  # reported, never the reason a sweep stops
             rows[-1]["server_info_error"] = repr(e)
@@ -590,7 +590,7 @@ def main() -> int:
                          "'\"backend\"', two kernels of one configuration side by side in one sweep")
     ap.add_argument("--config-env", action="append", default=[], metavar="CONFIG:VAR=VALUE",
                     help="an environment variable of the plugin (sglang_ddtree.config) for the one configuration "
-                         "labelled CONFIG, e.g. DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=table.json: a developer "
+                         "labelled CONFIG, e.g. DDTREE-15@2:SGLANG_DDTREE_STEP_STATS_KERNEL=1: a developer "
                          "switch's A/B in one sweep")
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="start no new configuration after this many seconds (partial results are kept)")

@@ -105,11 +105,6 @@ STEP_STATS_KERNEL = _declare(
     "With the CUDA tree kernels: a step's counters, shadow chain and budget-auto sums as one launch "
     "(kernels/csrc/ddtree_step_stats.cu) instead of their torch forms; off until its GPU test and "
     "timing have run.")
-SKINNY_GEMM = _declare(
-    "SGLANG_DDTREE_SKINNY_GEMM", "developer", "path", None,
-    "A DDTREE server's linear layers at few tokens through kernels/skinny_gemm.py where the named table "
-    "(benchmark/ddtree/bench_skinny_gemm.py's JSON) measured its tiling faster than cuBLAS "
-    "(compat/skinny_linear.py); unset: sglang's F.linear everywhere. For the in-engine A/B of that kernel.")
 BENCH_PIN = _declare(
     "SGLANG_DDTREE_BENCH_PIN", "developer", "path", None,
     "Benchmarks: a file naming what every step of a --speculative-ddtree-budget auto engine verifies: "

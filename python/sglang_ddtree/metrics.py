@@ -157,13 +157,13 @@ class PrometheusExport:
 
 
 def _skinny_routed():
-    """With ``SGLANG_DDTREE_SKINNY_GEMM`` set: ``[[tokens, N, K, act, tiling], ...]``, the products
-    this process sent to ``kernels/skinny_gemm.py`` (``compat/skinny_linear.routed``); else None."""
-    from .config import SKINNY_GEMM
+    """Where this process serves with a few-token GEMM table (``--speculative-ddtree-gemm-table``):
+    ``[[tokens, N, K, act, tiling], ...]``, the products it sent to ``kernels/skinny_gemm.py``
+    (``compat/skinny_linear.routed``); else None."""
+    from .compat.skinny_linear import active, routed
 
-    if not SKINNY_GEMM.get():
+    if not active():
         return None
-    from .compat.skinny_linear import routed
 
     return sorted(([m, n, k, act, cfg.name()] for (m, n, k, act), cfg in routed().items()), key=str)
 

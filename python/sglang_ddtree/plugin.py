@@ -75,7 +75,7 @@ def register() -> None:
     tree_attention.register_tree_attention_hook()
     if os.environ.get("SGLANG_USE_CPU_ENGINE", "0") != "1":  # sglang's own variable
         gdn_views.register_gdn_views_hook()  # (sglang's Qwen3.5 module does not import on the CPU engine)
-        skinny_linear.register_skinny_linear_hook()  # (developer switch; a no-op unless set)
+        skinny_linear.register_skinny_linear_hook()  # (inert where --speculative-ddtree-gemm-table finds no table)
     else:
         from .compat.cpu import register_cpu_hooks
         from .compat.cpu_paged import register_cpu_paged_hooks

@@ -115,6 +115,15 @@ class DDTreeServerArgs(ServerArgs):
         "else backend.",
         NS("spec"),
     ] = "auto"
+    speculative_ddtree_gemm_table: A[
+        str,
+        "DDTREE: few-token linear layers (the tree verify's and the drafter's) through sglang-ddtree's Triton "
+        "product wherever a table measured it faster than cuBLAS on this GPU. 'auto' (default): the table "
+        "shipped for this GPU model (sglang_ddtree/kernels/gemm_tables/), else cuBLAS everywhere; 'none': cuBLAS "
+        "everywhere (sglang's path); or the path of a table written on this GPU by "
+        "benchmark/ddtree/bench_skinny_gemm.py.",
+        NS("spec"),
+    ] = "auto"
 
     def __post_init__(self):
         """sglang's own construction step, then the refusal of DDTREE flags without
@@ -149,6 +158,7 @@ DDTREE_FLAGS = (
     "speculative_ddtree_eager_verify",
     "speculative_ddtree_allow_slow_kernels",
     "speculative_ddtree_tree_attention",
+    "speculative_ddtree_gemm_table",
 )
 TREE_ATTENTION = ("auto", "split-kv", "backend")
 # Attention backends whose target-verify kernels apply the verify input's ``custom_mask`` to a
@@ -259,6 +269,9 @@ def validate_ddtree_args(server_args, block_size: int) -> None:
     if ta == "split-kv" and backend not in (None, "triton"):
         raise ValueError(f"--speculative-ddtree-tree-attention split-kv runs on --attention-backend triton, got "
                          f"--attention-backend {backend}: use --speculative-ddtree-tree-attention backend (or auto).")
+    from .kernels.gemm_table import check_flag
+
+    check_flag(server_args.speculative_ddtree_gemm_table)
     mode = server_args.speculative_ddtree_gdn_mode
     if mode is None:
         server_args.speculative_ddtree_gdn_mode = mode = default_gdn_mode(server_args)

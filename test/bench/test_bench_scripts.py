@@ -365,10 +365,10 @@ def test_step_cost_config_args_apply_to_one_label():
 def test_step_cost_config_env_sets_plugin_variables_of_one_label():
     import step_cost as sc
 
-    got = sc.parse_config_env(["DDTREE-15@2:SGLANG_DDTREE_SKINNY_GEMM=/t.json"], ["DDTREE-15", "DDTREE-15@2"])
-    assert got == {"DDTREE-15@2": {"SGLANG_DDTREE_SKINNY_GEMM": "/t.json"}}
-    for bad, what in [("DDTREE-32:SGLANG_DDTREE_SKINNY_GEMM=x", "not among"), ("DDTREE-15:PATH=/x", "not a variable"),
-                      ("DDTREE-15 SGLANG_DDTREE_SKINNY_GEMM=x", "expected")]:
+    got = sc.parse_config_env(["DDTREE-15@2:SGLANG_DDTREE_STEP_STATS_KERNEL=1"], ["DDTREE-15", "DDTREE-15@2"])
+    assert got == {"DDTREE-15@2": {"SGLANG_DDTREE_STEP_STATS_KERNEL": "1"}}
+    for bad, what in [("DDTREE-32:SGLANG_DDTREE_STEP_STATS_KERNEL=1", "not among"), ("DDTREE-15:PATH=/x", "not a variable"),
+                      ("DDTREE-15 SGLANG_DDTREE_STEP_STATS_KERNEL=1", "expected")]:
         with pytest.raises(SystemExit, match=what):
             sc.parse_config_env([bad], ["DDTREE-15"])
 

@@ -371,7 +371,7 @@ CASES = {
     # The engine's own default for a hybrid target with the radix cache on (wy).
     "ddtree8-qwen35-default": ("qwen35", lambda: _ddtree(8, "qwen35", speculative_ddtree_gdn_mode=None), {}),
     # The few-token product (kernels/skinny_gemm.py) in every linear layer of the hybrid target's
-    # verify through the developer switch SGLANG_DDTREE_SKINNY_GEMM, with a table that names it for
+    # verify through --speculative-ddtree-gemm-table, with a table that names it for
     # every product at 1-8 requests (testing/skinny_tables.forced_table), the down projection with
     # the activation inside: lossless like cuBLAS's path, and /server_info lists the products it took.
     "ddtree15-qwen35-wy-skinny": ("qwen35", lambda: _ddtree(15, "qwen35", speculative_ddtree_gdn_mode="wy",
@@ -501,11 +501,13 @@ def _track_checks(log_text: str) -> list:
 SKINNY_TILING = "bn32_bk32_sk1_st2_w4"
 
 
-def skinny_test_table(model: str) -> dict:
+def skinny_test_table(model: str, device: str) -> dict:
+    """The skinny case's table for ``model``'s shapes, marked as measured on ``device`` (the GPU's
+    name: the flag refuses a table of another GPU)."""
     from sglang_ddtree.testing.skinny_tables import forced_table, qwen35_linear_shapes
 
     cfg = json.loads((Path(_path(model)) / "config.json").read_text())
-    return forced_table(qwen35_linear_shapes(cfg), [16 * b for b in range(1, 9)], SKINNY_TILING)
+    return forced_table(qwen35_linear_shapes(cfg), [16 * b for b in range(1, 9)], SKINNY_TILING, device)
 
 
 def _graph_captures(log_text: str) -> list:
@@ -533,11 +535,13 @@ def run_case(name: str, out: Path) -> dict:
         new = [ORACLE_NEW] * len(PROMPTS)
     else:
         new = MIXED_NEW
-    if checks.get("skinny"):
-        table = out / f"{name}.skinny.json"
-        table.write_text(json.dumps(skinny_test_table(model)))
-        env["SGLANG_DDTREE_SKINNY_GEMM"] = str(table)
     spec = spec_fn()
+    if checks.get("skinny"):
+        import torch
+
+        table = out / f"{name}.skinny.json"
+        table.write_text(json.dumps(skinny_test_table(model, torch.cuda.get_device_name())))
+        spec["speculative_ddtree_gemm_table"] = str(table)
     if checks.get("debug"):
         spec["speculative_ddtree_debug_jsonl"] = str(out / f"{name}.jsonl")
     t0 = time.time()

@@ -67,17 +67,17 @@ def test_auto_cases_need_a_graph_replay_every_step_and_both_widths():
 
 
 def test_the_skinny_case_needs_the_kernel_in_the_gdn_and_mlp_products(tmp_path):
-    """The skinny GEMM case reads the products the switch took from the server's report
+    """The skinny GEMM case reads the products the kernel took from the server's report
     (``/server_info``'s ``ddtree.skinny_gemm_routed``) and fails unless the GatedDeltaNet
     projections, the MLP's gate_up and the fused down projection are among them; its table lists
-    every product at 16-128 tokens and loads as the switch reads it."""
-    from sglang_ddtree.compat import skinny_linear as sl
+    every product at 16-128 tokens and loads as the flag reads it on the GPU it names."""
+    from sglang_ddtree.kernels import gemm_table as gt
     from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes
 
     name = "ddtree15-qwen35-wy-skinny"
     shapes = qwen35_linear_shapes(json.loads((Path(gpu_cases._path("qwen35")) / "config.json").read_text()))
-    (tmp_path / "t.json").write_text(json.dumps(gpu_cases.skinny_test_table("qwen35")))
-    loaded = sl.load_table(tmp_path / "t.json")
+    (tmp_path / "t.json").write_text(json.dumps(gpu_cases.skinny_test_table("qwen35", "NVIDIA H100 80GB HBM3")))
+    loaded = gt.load_table(tmp_path / "t.json", "NVIDIA H100 80GB HBM3")
     assert len(loaded) == 8 * (len(set(shapes.values())) + 1)  # every row kept: token counts x (shapes + fused down)
     assert {m for m, *_ in loaded} == {16 * b for b in range(1, 9)}
     routes = [[16, *shapes[s], None, gpu_cases.SKINNY_TILING] for s in ("gdn_in_proj_qkvz", "gdn_out_proj", "mlp_gate_up")]

@@ -128,6 +128,21 @@ def test_tree_attention_kernel_choices(server_args_cls):
         _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_tree_attention="backend")
 
 
+def test_gemm_table_flag(server_args_cls, tmp_path):
+    """``auto`` (the default) and ``none`` start anywhere; a path is refused at launch naming the
+    flag when it is no file, no table, or (this CPU machine) has no CUDA GPU to run it on."""
+    assert _args(server_args_cls).speculative_ddtree_gemm_table == "auto"
+    assert _args(server_args_cls, speculative_ddtree_gemm_table="none").speculative_ddtree_gemm_table == "none"
+    with pytest.raises(ValueError, match="--speculative-ddtree-gemm-table must be auto, none or the path"):
+        _args(server_args_cls, speculative_ddtree_gemm_table="fast")
+    table = tmp_path / "t.json"
+    table.write_text('{"meta": {"device": "NVIDIA H100 80GB HBM3"}, "rows": []}')
+    with pytest.raises(ValueError, match="--speculative-ddtree-gemm-table .*CUDA GPUs only"):
+        _args(server_args_cls, speculative_ddtree_gemm_table=str(table))
+    with pytest.raises(ValueError, match="--speculative-ddtree-gemm-table require"):
+        _args(server_args_cls, speculative_algorithm="DFLASH", speculative_ddtree_gemm_table="none")
+
+
 def test_shadow_linear_is_accepted(server_args_cls):
     assert _args(server_args_cls, speculative_ddtree_shadow_linear=True).speculative_ddtree_shadow_linear is True
 

@@ -1,16 +1,18 @@
-"""A DDTREE server's linear layers at few tokens through ``kernels/skinny_gemm.py`` (developer
-switch ``SGLANG_DDTREE_SKINNY_GEMM``, for the in-engine A/B of that kernel).
+"""A DDTREE server's few-token linear layers through ``kernels/skinny_gemm.py``, where a table
+measured that kernel faster than cuBLAS on this GPU (``--speculative-ddtree-gemm-table``).
 
 sglang's ``UnquantizedLinearMethod.apply(layer, x, bias)`` computes ``F.linear(x, layer.weight,
-bias)`` (cuBLAS) for every bf16 linear layer of the target and the drafter. With the switch naming
-a table (``benchmark/ddtree/bench_skinny_gemm.py``'s JSON: per row ``m``, ``n``, ``k``, ``act``,
-``best`` (a :meth:`~sglang_ddtree.kernels.skinny_gemm.Config.name`) and ``best_vs_cublas``), an
-AROUND hook on that method sends a product to ``skinny_linear`` with the row's tiling when all hold:
+bias)`` (cuBLAS) for every bf16 / fp16 linear layer of the target and the drafter. A table is
+``benchmark/ddtree/bench_skinny_gemm.py``'s JSON: ``meta.device`` (the GPU it was measured on)
+and per row ``m``, ``n``, ``k``, ``act``, ``best`` (a
+:meth:`~sglang_ddtree.kernels.skinny_gemm.Config.name`) and ``best_vs_cublas``. An AROUND hook on
+that method sends a product to ``skinny_linear`` with the row's tiling when all hold:
 
-- this process serves DDTREE (another engine in the same process keeps sglang's path);
+- this process serves DDTREE (the flag is resolved from the server args the scheduler publishes,
+  once per process: a scheduler process serves one engine);
 - the table has a row for ``(tokens, N, K, act)`` whose tiling took at most ``MAX_RATIO`` of
   sglang's time;
-- ``x`` is a 2-D CUDA tensor of the weight's dtype (bf16 / fp16), both contiguous along K.
+- ``x`` is a 2-D CUDA tensor of the weight's dtype, both contiguous along K.
 
 Rows with ``act: "silu_mul"`` (the down projection with the MLP's activation inside it) serve
 through a second AROUND hook, on ``Qwen2MoeMLP.forward`` (the dense MLP of sglang's Qwen3.5
@@ -19,68 +21,83 @@ layers): where the table has such a row for the layer's down projection and its 
 layer for the product, so ``down_proj``'s own forward (its tensor-parallel reduction included)
 runs around ``skinny_linear(..., act="silu_mul")``.
 
-Everything else goes to sglang. The table is read once per process; a missing or malformed table
-raises ValueError naming the variable when the hook is registered (at plugin load), not mid-serve.
+Everything else goes to sglang. The flag's values:
+
+- ``auto``: the table shipped for this GPU's name (``kernels/gemm_table.py``); where none ships,
+  sglang's path everywhere (logged at start);
+- ``none``: sglang's path everywhere;
+- a path: that table; refused at launch when unreadable, malformed, or measured on another GPU.
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
-from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import torch
 
-from ..config import SKINNY_GEMM
-from ..kernels.skinny_gemm import ACTS, MAX_M, SILU_MUL, Config
+from ..kernels.gemm_table import AUTO, FLAG, MAX_RATIO, NONE, Key, device_name, load_table, table_path
+from ..kernels.skinny_gemm import SILU_MUL, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
 logger = logging.getLogger(__name__)
 ROUTE_LOG = "skinny_linear: (tokens, N, K, act) = %s through %s"
-MAX_RATIO = 0.98  # a tiling is used only where it measured at least 2% faster than sglang's path
-
-Key = Tuple[int, int, int, Optional[str]]  # (tokens, N, K, act)
-_TABLE: Dict[Key, Config] = {}
+_TABLE: Dict[Key, Config] = {}  # the active table (empty: sglang's path everywhere)
+_RESOLVED = [False]  # whether this process resolved the flag (from the published server args)
 _ROUTED: Dict[Key, Config] = {}  # what this process sent to the kernel, logged once per key
 _FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_layer", default=None)
 
 
-def load_table(path: Path) -> Dict[Key, Config]:
-    """``{(m, n, k, act): Config}`` of the rows of ``path`` whose best tiling beat sglang's path by
-    the margin."""
-    try:
-        rows = json.loads(Path(path).read_text())["rows"]
-        table = {}
-        for r in rows:
-            act = r.get("act")
-            if act not in ACTS:
-                raise ValueError(f"act {act!r}")
-            if r.get("best") and float(r["best_vs_cublas"]) <= MAX_RATIO and 1 <= int(r["m"]) <= MAX_M:
-                table[(int(r["m"]), int(r["n"]), int(r["k"]), act)] = Config.from_name(r["best"])
-    except (OSError, KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{SKINNY_GEMM.name}={path}: not a bench_skinny_gemm.py table ({e})") from e
+def _active_table() -> Dict[Key, Config]:
+    """The table this process serves with; resolved from the published server args on the first
+    product after they are published (until then, and on a server not serving DDTREE: empty)."""
+    if not _RESOLVED[0]:
+        from ..server_args import is_ddtree, published_server_args
+
+        sa = published_server_args()
+        if sa is None:
+            return _TABLE
+        _RESOLVED[0] = True
+        _TABLE.clear()
+        if is_ddtree(sa):
+            _TABLE.update(_load_for_server(getattr(sa, "speculative_ddtree_gemm_table", None) or AUTO))
+    return _TABLE
+
+
+def _load_for_server(value: str) -> Dict[Key, Config]:
+    device = device_name()
+    path = table_path(value, device)
+    if path is None:
+        logger.info("DDTREE: linear layers through cuBLAS (sglang's path): %s", f"{FLAG} {NONE}" if value == NONE else
+                    f"no few-token GEMM table ships for {device!r}; benchmark/ddtree/bench_skinny_gemm.py "
+                    f"measures one for {FLAG} PATH")
+        return {}
+    table = load_table(path, device)
+    logger.info("DDTREE: few-token GEMM table %s (%s): the kernel serves %d (tokens, N, K, act) products "
+                "where it measured at least %.0f%% faster than cuBLAS on %s", path, value, len(table),
+                100 * (1 - MAX_RATIO), device)
     return table
 
 
 def tiling_for(x: torch.Tensor, weight: torch.Tensor, act: Optional[str] = None) -> Optional[Config]:
     """The table's tiling for ``x @ weight.T`` (``act``: x is ``[T, 2K]`` gate | up, module
     docstring), or None where sglang's path serves it."""
-    if not _TABLE or x.dim() != 2 or not x.is_cuda or x.dtype != weight.dtype or weight.dim() != 2:
+    if x.dim() != 2 or not x.is_cuda or x.dtype != weight.dtype or weight.dim() != 2:
         return None
     if x.stride(1) != 1 or weight.stride(1) != 1:
         return None
     if x.shape[1] != (2 if act else 1) * weight.shape[1]:
         return None
-    return _TABLE.get((x.shape[0], weight.shape[0], weight.shape[1], act))
+    table = _active_table()
+    return table.get((x.shape[0], weight.shape[0], weight.shape[1], act)) if table else None
 
 
 def _apply(original, self, layer, x, bias=None):
     act = SILU_MUL if _FUSED_LAYER.get() is layer else None
     cfg = tiling_for(x, layer.weight, act)
-    if cfg is None or not _serving_ddtree():
+    if cfg is None:
         if act is not None:  # the MLP hook checked this product's row: not reached
             raise RuntimeError(f"skinny_linear: no tiling for the fused down projection of {tuple(x.shape)}")
         return original(self, layer, x, bias)
@@ -93,6 +110,11 @@ def _apply(original, self, layer, x, bias=None):
     return skinny_linear(x, layer.weight, bias, cfg, act=act)
 
 
+def active() -> bool:
+    """Whether this process serves with a table (``/server_info`` reports the routed products)."""
+    return bool(_TABLE)
+
+
 def routed() -> Dict[Key, Config]:
     """The products this process has sent to the kernel so far, ``{(tokens, N, K, act): Config}``
     (``/server_info``'s ``ddtree.skinny_gemm_routed``, metrics.py)."""
@@ -100,13 +122,16 @@ def routed() -> Dict[Key, Config]:
 
 
 def _mlp_forward(original, self, x, *args, **kwargs):
+    if not isinstance(x, torch.Tensor) or not x.is_cuda or args or kwargs:
+        return original(self, x, *args, **kwargs)
     down = getattr(self, "down_proj", None)
+    table = _active_table()
     fused = (
-        not args and not kwargs and down is not None and isinstance(x, torch.Tensor) and x.dim() == 2
+        table and down is not None and x.dim() == 2
         and type(getattr(self, "act_fn", None)).__name__ == "SiluAndMul"
         and type(getattr(down, "quant_method", None)).__name__ == "UnquantizedLinearMethod"
-        and (x.shape[0], down.weight.shape[0], down.weight.shape[1], SILU_MUL) in _TABLE
-        and x.is_cuda and x.dtype == down.weight.dtype and _serving_ddtree()
+        and (x.shape[0], down.weight.shape[0], down.weight.shape[1], SILU_MUL) in table
+        and x.dtype == down.weight.dtype
     )
     if not fused:
         return original(self, x, *args, **kwargs)
@@ -119,23 +144,18 @@ def _mlp_forward(original, self, x, *args, **kwargs):
     return out
 
 
-def _serving_ddtree() -> bool:
-    from ..server_args import is_ddtree_server
-
-    return is_ddtree_server()
-
-
-def register_skinny_linear_hook() -> bool:
-    """Registers the hook when the switch names a table; returns whether it did."""
-    path = SKINNY_GEMM.get()
-    if not path:
-        return False
+def set_table(table: Dict[Key, Config]) -> None:
+    """Serve with ``table`` from now on in this process, as if the flag had named it (tests and
+    benchmarks that call the hooks directly); an empty dict: sglang's path again."""
     _TABLE.clear()
+    _TABLE.update(table)
+    _RESOLVED[0] = True
     _ROUTED.clear()
-    _TABLE.update(load_table(Path(path)))
+
+
+def register_skinny_linear_hook() -> None:
+    """Registers both hooks (GPU engines; inert where the flag resolves to no table)."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(TARGET, _apply, HookType.AROUND)
-    if any(key[3] == SILU_MUL for key in _TABLE):
-        HookRegistry.register(MLP_TARGET, _mlp_forward, HookType.AROUND)
-    return True
+    HookRegistry.register(MLP_TARGET, _mlp_forward, HookType.AROUND)

@@ -1,5 +1,5 @@
 """Weight shapes of a Qwen3.5-style target's linear layers, and a test table for the skinny GEMM
-switch (``SGLANG_DDTREE_SKINNY_GEMM``, ``compat/skinny_linear.py``). Test and benchmark support;
+flag (``--speculative-ddtree-gemm-table``, ``compat/skinny_linear.py``). Test and benchmark support;
 not used when serving.
 
 ``qwen35_linear_shapes(config)``: ``{name: (N, K)}`` of the products sglang runs per layer, the
@@ -47,10 +47,11 @@ def qwen35_linear_shapes(config: dict) -> Dict[str, Tuple[int, int]]:
     }
 
 
-def forced_table(shapes: Dict[str, Tuple[int, int]], tokens: Iterable[int], tiling: str,
+def forced_table(shapes: Dict[str, Tuple[int, int]], tokens: Iterable[int], tiling: str, device: str,
                  fused_down: bool = True) -> dict:
-    """``{"meta": ..., "rows": [...]}``: one row per (token count, shape), plus the down projection
-    with the activation inside (``act: "silu_mul"``) where ``fused_down``."""
+    """``{"meta": {"device": device, ...}, "rows": [...]}``: one row per (token count, shape), plus
+    the down projection with the activation inside (``act: "silu_mul"``) where ``fused_down``.
+    ``device``: the GPU name the table claims (the flag refuses a table of another GPU)."""
     rows = []
     for m in tokens:
         for name, (n, k) in shapes.items():
@@ -58,4 +59,4 @@ def forced_table(shapes: Dict[str, Tuple[int, int]], tokens: Iterable[int], tili
         if fused_down and "mlp_down" in shapes:
             n, k = shapes["mlp_down"]
             rows.append(dict(m=int(m), shape="mlp_down", n=n, k=k, act=SILU_MUL, best=tiling, best_vs_cublas=0.0))
-    return {"meta": {"device": "test table (forced_table): not a measurement"}, "rows": rows}
+    return {"meta": {"device": device, "note": "test table (forced_table): not a measurement"}, "rows": rows}

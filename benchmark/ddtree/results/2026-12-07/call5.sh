@@ -4,8 +4,8 @@
 # not fit there. Also the step-cost sweep of call6.sh, call8.sh and call9.sh (their settings).
 # TABLE (required): the sweep's table as committed (e.g.
 # benchmark/ddtree/results/2026-12-07/call4/skinny_gemm.json). CONFIGS (default: DDTREE-15@2
-# DDTREE-15) at one request, SGLANG_DDTREE_SKINNY_GEMM=$TABLE for those of SKINNY (default:
-# DDTREE-15@2), 27B shapes, dummy weights, the settings of results/2026-12-06/call10 (triton,
+# DDTREE-15) at one request, --speculative-ddtree-gemm-table $TABLE for those of SKINNY (default:
+# DDTREE-15@2) and none (cuBLAS) for the other DDTREE ones, 27B shapes, dummy weights, the settings of results/2026-12-06/call10 (triton,
 # graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases, EXTRA
 # more step_cost.py arguments; CASE_TIMEOUT (default 260) per configuration, END (default 570)
 # seconds for the call. Carry the bundle (assets' drafter and the traces moved aside).
@@ -13,7 +13,12 @@ R=${OUT:?}
 [[ -f ${TABLE:?name the sweep table: TABLE=...} ]] || { echo "no table at $TABLE" | tee $R/rc.txt; exit 2; }
 T=$(realpath $TABLE)
 env_args=()
-for c in ${SKINNY:-DDTREE-15@2}; do env_args+=(--config-env "$c:SGLANG_DDTREE_SKINNY_GEMM=$T"); done
+# The table for the configurations of SKINNY, none (cuBLAS) for every other DDTREE configuration.
+for c in ${CONFIGS:-DDTREE-15@2 DDTREE-15}; do
+  [[ $c == DDTREE* ]] || continue
+  if [[ " ${SKINNY:-DDTREE-15@2} " == *" $c "* ]]; then v="\"$T\""; else v='"none"'; fi
+  env_args+=(--config-arg "$c:speculative_ddtree_gemm_table=$v")
+done
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 python3 benchmark/ddtree/qwen36_shapes.py --out /tmp/qwen36 > $R/shapes.out 2>&1
