@@ -401,3 +401,30 @@ def test_bench_skinny_gemm_smoke(tmp_path):
     (seq,) = d["sequence"]
     assert seq["m"] == 17 and seq["weight_gb"] > 0
     assert all(seq[k] > 0 for k in ("cublas_ms", "best_ms", "best_silu_fused_ms")), seq
+
+
+def test_ship_gemm_table_merges_one_gpus_tables_into_the_shipped_file(tmp_path):
+    """The later input's row wins for a shared (m, n, k, act); the per-tiling sweep is dropped; the
+    file is named after the GPU and loads for it; inputs of two GPUs are refused."""
+    import ship_gemm_table as sg
+
+    from sglang_ddtree.kernels import gemm_table as gt
+
+    def bench(device, rows):
+        return dict(meta=dict(device=device, torch="x"), rows=rows)
+
+    row = dict(m=16, shape="mlp_down", n=8, k=64, act=None, best="bn64_bk64_sk1_st2_w4", best_vs_cublas=0.99,
+               configs={"bn64_bk64_sk1_st2_w4": 1.0}, cublas_us=2.0, best_us=1.98)
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(bench("NVIDIA X", [row, dict(row, m=17)])))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(bench("NVIDIA X", [dict(row, best_vs_cublas=0.9)])))
+    out = sg.main([str(a), str(b), "--out-dir", str(tmp_path / "tables")])
+    assert out == tmp_path / "tables" / "nvidia_x.json"
+    shipped = json.loads(out.read_text())
+    assert [(r["m"], r["best_vs_cublas"]) for r in shipped["rows"]] == [(16, 0.9), (17, 0.99)]
+    assert "configs" not in shipped["rows"][0] and shipped["meta"]["sources"] == [str(a), str(b)]
+    assert gt.load_table(out, "NVIDIA X") == {(16, 8, 64, None): gt.Config.from_name("bn64_bk64_sk1_st2_w4")}
+    b.write_text(json.dumps(bench("NVIDIA Y", [row])))
+    with pytest.raises(SystemExit, match="different GPUs"):
+        sg.main([str(a), str(b), "--out-dir", str(tmp_path)])
