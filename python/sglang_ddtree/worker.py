@@ -36,7 +36,7 @@ from sglang.srt.speculative.draft_worker_common import build_block_pos_offsets, 
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.spec_utils import GrammarTree
 
-from .compat import releases
+from .compat import releases, skinny_linear
 from .core.accept import target_tokens
 from .core.budget_choice import CHAIN, StepCostTable
 from .core.budget_policy import BudgetPolicy, PinnedChoice
@@ -118,7 +118,7 @@ class DDTreeWorker(DFlashWorkerV2):
         # The per-depth top-K head over the target's lm_head; folded into the drafter's CUDA graph
         # in DFLASH's place (_maybe_build_draft_sampler), eager otherwise.
         self._head = DraftTopKHead.from_lm_head(self.target_worker.model_runner.model.lm_head, self.block_size,
-                                                self.topk, tp if tp.world_size > 1 else None)
+                                                self.topk, tp if tp.world_size > 1 else None, skinny_linear.linear)
         # Pages of more than one token: the accepted path's KV moves into place (core/commit_plan.py).
         self._move_kv = int(server_args.page_size or 1) > 1
         self._verify_runtimes = {}  # budget auto with graphs: width -> VerifyRuntime (init_cuda_graphs)

@@ -261,3 +261,28 @@ def test_server_info_lists_the_routed_products_only_with_a_table(tmp_path):
     sl._ROUTED[(16, 256, 512, "silu_mul")] = cfg
     snap = metrics.DDTreeStats(budget=4, max_depth=3, device="cpu").snapshot()
     assert snap["skinny_gemm_routed"] == [[16, 256, 512, "silu_mul", "bn64_bk128_sk2_st3_w4"]]
+
+
+def test_the_packages_own_products_fall_back_to_f_linear(tmp_path):
+    """``linear`` (the drafter's top-K head): ``F.linear`` where the table has no row or the
+    tensors are not CUDA ones."""
+    sl.set_table(gt.load_table(_table(tmp_path, [dict(m=4, n=8, k=64, best="bn64_bk64_sk1_st2_w4",
+                                                      best_vs_cublas=0.9)])))
+    w = torch.randn(8, 64)
+    x = torch.randn(4, 64)
+    assert torch.equal(sl.linear(x, w), torch.nn.functional.linear(x, w))
+    assert sl.routed() == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the kernel path needs a GPU")
+def test_the_packages_own_product_runs_the_kernel_where_the_table_names_it(tmp_path):
+    sl.set_table(gt.load_table(_table(tmp_path, [dict(m=16, n=256, k=512, best="bn64_bk128_sk2_st3_w4",
+                                                      best_vs_cublas=0.9)])))
+    w = torch.randn(300, 512, device="cuda", dtype=torch.bfloat16)[:256]  # a row slice, as the head's
+    x = torch.randn(16, 512, device="cuda", dtype=torch.bfloat16)
+    y = sl.linear(x, w)
+    assert sl.routed() == {(16, 256, 512, None): sl.Config.from_name("bn64_bk128_sk2_st3_w4")}
+    want = x.double() @ w.double().T
+    assert not torch.isnan(y).any()
+    assert ((y.double() - want).abs().max() / want.abs().max()).item() < 1e-2

@@ -113,3 +113,19 @@ def test_added_vocabulary_is_refused():
         org_vocab_start_index=0, org_vocab_end_index=4, num_added_elements=2))
     with pytest.raises(NotImplementedError, match="added vocabulary"):
         DraftTopKHead.from_lm_head(lm_head, BLOCK, K)
+
+
+def test_the_logits_product_is_the_one_given_over_the_whole_block():
+    """``linear`` computes the block's logits, the bonus position's included (one contiguous
+    product, ``[bs * block, H]``), and the head drops position 0's top-K after it."""
+    bs = 2
+    weight, hidden, want = _case(bs, seed=7)
+    seen = []
+
+    def linear(x, w):
+        seen.append((tuple(x.shape), tuple(w.shape), x.is_contiguous()))
+        return torch.nn.functional.linear(x, w)
+
+    head = DraftTopKHead(weight, V, 0, BLOCK, K, linear=linear)
+    _check(*head.topk(hidden), want)
+    assert seen == [((bs * BLOCK, H), (V, H), True)]

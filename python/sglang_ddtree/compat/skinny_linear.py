@@ -101,13 +101,25 @@ def _apply(original, self, layer, x, bias=None):
         if act is not None:  # the MLP hook checked this product's row: not reached
             raise RuntimeError(f"skinny_linear: no tiling for the fused down projection of {tuple(x.shape)}")
         return original(self, layer, x, bias)
+    return _run(x, layer.weight, bias, cfg, act)
+
+
+def _run(x, weight, bias, cfg: Config, act: Optional[str] = None) -> torch.Tensor:
+    """The kernel with the table's tiling; each product logged the first time it is routed."""
     from ..kernels.skinny_gemm import skinny_linear
 
-    key = (x.shape[0], layer.weight.shape[0], layer.weight.shape[1], act)
+    key = (x.shape[0], weight.shape[0], weight.shape[1], act)
     if key not in _ROUTED:
         _ROUTED[key] = cfg
         logger.info(ROUTE_LOG, key, cfg.name())
-    return skinny_linear(x, layer.weight, bias, cfg, act=act)
+    return skinny_linear(x, weight, bias, cfg, act=act)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight.T`` (no bias) for a product this package calls itself (the drafter's top-K
+    head): the table's tiling where it has a row for it, else ``F.linear``."""
+    cfg = tiling_for(x, weight)
+    return torch.nn.functional.linear(x, weight) if cfg is None else _run(x, weight, None, cfg)
 
 
 def active() -> bool:

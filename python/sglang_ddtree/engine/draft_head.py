@@ -9,7 +9,8 @@ the same seam, the same lm_head read, and DFLASH's argmax is not captured at all
 Contract of one call, ``H`` the hidden size, ``L = block - 1`` the draft depths, ``K`` the top-K:
 
 - input: the drafter's hidden states of the block ``[bs * block, H]`` (position 0 is the
-  bonus token and is skipped);
+  bonus token: its logits are computed with the block's, ``[bs * block, V]`` through ``linear``,
+  and its top-K dropped, so the product reads the whole block contiguous);
 - output: ``lp [bs, L, K]`` fp32 log-softmax over the whole vocabulary, best first, and
   ``ids [bs, L, K]`` int64 global token ids; ties rank the lower id first
   (``core/topk.py``, which is also the plain reference).
@@ -35,7 +36,7 @@ class DraftTopKHead:
     ``[0, n_real)`` real, global ids from ``vocab_start``)."""
 
     def __init__(self, weight: torch.Tensor, n_real: int, vocab_start: int, block_size: int, topk: int,
-                 tp_group=None):
+                 tp_group=None, linear=None):
         if block_size < 2:
             raise ValueError(f"DraftTopKHead: the drafter's block must be >= 2 tokens, got {block_size}")
         self.weight = weight
@@ -45,18 +46,21 @@ class DraftTopKHead:
         self.k = int(topk)
         self.tp_group = tp_group
         self.tp_size = int(tp_group.world_size) if tp_group is not None else 1
+        # (x [T, H], weight [N, H]) -> x @ weight.T; the server's few-token product where it has one
+        self.linear = linear or torch.nn.functional.linear
         self.lp = None  # [max_bs, L, K] fp32, written by the captured graph
         self.ids = None  # [max_bs, L, K] int64
 
     @classmethod
-    def from_lm_head(cls, lm_head, block_size: int, topk: int, tp_group=None) -> "DraftTopKHead":
-        """From sglang's ``ParallelLMHead`` (``shard_indices`` name the rank's real rows)."""
+    def from_lm_head(cls, lm_head, block_size: int, topk: int, tp_group=None, linear=None) -> "DraftTopKHead":
+        """From sglang's ``ParallelLMHead`` (``shard_indices`` name the rank's real rows);
+        ``linear``: the product of the logits (default ``F.linear``)."""
         shard = lm_head.shard_indices
         if int(getattr(shard, "num_added_elements", 0)) != 0:
             raise NotImplementedError("DDTREE: an lm_head with added vocabulary is not supported")
         start = int(shard.org_vocab_start_index)
         return cls(lm_head.weight, int(shard.org_vocab_end_index) - start, start, block_size, topk,
-                   tp_group if tp_group is not None and tp_group.world_size > 1 else None)
+                   tp_group if tp_group is not None and tp_group.world_size > 1 else None, linear)
 
     # ------------------------------------------------------------------ eager
 
@@ -65,14 +69,13 @@ class DraftTopKHead:
         ``[bs, L, K]``."""
         h = hidden.shape[-1]
         bs = hidden.numel() // (h * self.block_size)
-        draft = hidden.reshape(bs, self.block_size, h)[:, 1:, :]
-        L = self.block_size - 1
-        logits = torch.matmul(draft.reshape(-1, h).to(self.weight.dtype), self.weight[: self.n_real].t())
-        logits = logits.view(bs, L, self.n_real)
+        x = hidden.reshape(bs * self.block_size, h).to(self.weight.dtype)
+        logits = self.linear(x, self.weight[: self.n_real]).view(bs, self.block_size, self.n_real)
         if draft_topk.supported(logits, self.k):  # CUDA: the fused kernel, same result
             keys, lse = draft_topk.local_topk_fused(logits, self.k, self.vocab_start)
         else:
             keys, lse = local_topk(logits, self.k, self.vocab_start)
+        keys, lse = keys[:, 1:].contiguous(), lse[:, 1:].contiguous()  # the draft depths 1..block-1
         keys, lse = self._gather(keys, lse)
         return merge_rank_topk(keys, lse, self.k)
 
