@@ -119,11 +119,13 @@ def test_the_hook_targets_resolve_and_fall_back_to_sglang(tmp_path, monkeypatch)
         sl.register_skinny_linear_hook()
         assert any(h is sl._apply for _, h, _ in HookRegistry._hooks[sl.TARGET])
         assert any(h is sl._mlp_forward for _, h, _ in HookRegistry._hooks[sl.MLP_TARGET])
+        assert any(h is sl._lm_head for _, h, _ in HookRegistry._hooks[sl.LM_HEAD_TARGET])
     finally:
         HookRegistry._hooks.clear()
         HookRegistry._hooks.update(saved)
-    obj_path, attr = sl.TARGET.rsplit(".", 1)
-    assert hasattr(pkgutil.resolve_name(obj_path), attr)
+    for target in (sl.TARGET, sl.LM_HEAD_TARGET):
+        obj_path, attr = target.rsplit(".", 1)
+        assert hasattr(pkgutil.resolve_name(obj_path), attr)
     sl.set_table(gt.load_table(_table(tmp_path, rows)))
     assert (4, 8, 64, None) in sl._TABLE
 
@@ -286,3 +288,53 @@ def test_the_packages_own_product_runs_the_kernel_where_the_table_names_it(tmp_p
     want = x.double() @ w.double().T
     assert not torch.isnan(y).any()
     assert ((y.double() - want).abs().max() / want.abs().max()).item() < 1e-2
+
+
+class _Head(torch.nn.Module):
+    """An unquantized lm_head stand-in (sglang's method name: not applied as a quantized head)."""
+
+    def __init__(self, vocab, hidden, device):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(vocab, hidden, dtype=torch.bfloat16, device=device))
+        self.quant_method = type("UnquantizedEmbeddingMethod", (), {"apply": lambda *a: None})()
+
+
+def test_the_lm_head_hook_leaves_other_heads_to_sglang(tmp_path):
+    """CPU weights, an fp32 head, a bias or a LoRA head: sglang's computation."""
+    from types import SimpleNamespace
+
+    sl.set_table(gt.load_table(_table(tmp_path, [dict(m=4, n=8, k=64, best="bn64_bk64_sk1_st2_w4",
+                                                      best_vs_cublas=0.9)])))
+    calls = []
+
+    def original(self, h, lm_head, bias=None, **kw):
+        calls.append(kw)
+        return "sglang"
+
+    proc = SimpleNamespace(use_fp32_lm_head=False, rl_on_policy_target=None)
+    head = _Head(8, 64, "cpu")
+    h = torch.randn(4, 64, dtype=torch.bfloat16)
+    assert sl._lm_head(original, proc, h, head, out=None) == "sglang"  # CPU: not routed
+    assert calls == [{"out": None}] and sl.routed() == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the kernel path needs a GPU")
+def test_the_lm_head_hook_runs_the_kernel_where_the_table_names_it(tmp_path):
+    from types import SimpleNamespace
+
+    sl.set_table(gt.load_table(_table(tmp_path, [dict(m=16, n=256, k=512, best="bn64_bk128_sk2_st3_w4",
+                                                      best_vs_cublas=0.9)])))
+    calls = []
+    proc = SimpleNamespace(use_fp32_lm_head=False, rl_on_policy_target=None)
+    head = _Head(256, 512, "cuda")
+    h = torch.randn(16, 512, device="cuda", dtype=torch.bfloat16)
+    y = sl._lm_head(lambda *a, **k: calls.append(a), proc, h, head)
+    assert calls == [] and list(sl.routed()) == [(16, 256, 512, None)]
+    want = h.double() @ head.weight.double().T
+    assert ((y.double() - want).abs().max() / want.abs().max()).item() < 1e-2
+    for other in (SimpleNamespace(use_fp32_lm_head=True, rl_on_policy_target=None),
+                  SimpleNamespace(use_fp32_lm_head=False, use_fp32_lm_head_output=True, rl_on_policy_target=None)):
+        sl._lm_head(lambda *a, **k: calls.append(a), other, h, head)
+    sl._lm_head(lambda *a, **k: calls.append(a), proc, h, head, torch.zeros(256, device="cuda"))  # a bias
+    assert len(calls) == 3

@@ -21,6 +21,11 @@ layers): where the table has such a row for the layer's down projection and its 
 layer for the product, so ``down_proj``'s own forward (its tensor-parallel reduction included)
 runs around ``skinny_linear(..., act="silu_mul")``.
 
+A third AROUND hook, on ``LogitsProcessor._compute_lm_head``, serves the target's lm_head where
+sglang would compute ``matmul(hidden.to(weight.dtype), weight.T)`` in the weight's dtype (no LoRA,
+no quantized or fp32 head, no bias) and the table has its row. The drafter's top-K head calls
+:func:`linear` itself.
+
 Everything else goes to sglang. The flag's values:
 
 - ``auto``: the table shipped for this GPU's name (``kernels/gemm_table.py``); where none ships,
@@ -42,6 +47,7 @@ from ..kernels.skinny_gemm import SILU_MUL, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
+LM_HEAD_TARGET = "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head"
 logger = logging.getLogger(__name__)
 ROUTE_LOG = "skinny_linear: (tokens, N, K, act) = %s through %s"
 _TABLE: Dict[Key, Config] = {}  # the active table (empty: sglang's path everywhere)
@@ -156,6 +162,25 @@ def _mlp_forward(original, self, x, *args, **kwargs):
     return out
 
 
+def _lm_head(original, self, hidden_states, lm_head, embedding_bias=None, **kwargs):
+    w = getattr(lm_head, "weight", None)
+    plain = (
+        isinstance(w, torch.Tensor) and w.is_cuda and embedding_bias is None and _active_table()
+        and not hasattr(lm_head, "set_lora") and not getattr(self, "use_fp32_lm_head", False)
+        and not getattr(self, "use_fp32_lm_head_output", False)
+        and getattr(self, "rl_on_policy_target", None) is None
+    )
+    if plain:
+        from sglang.srt.layers.logits_processor import should_apply_lm_head_quant_method
+
+        plain = not should_apply_lm_head_quant_method(lm_head, getattr(lm_head, "quant_method", None))
+    x = hidden_states.to(w.dtype) if plain else None
+    cfg = tiling_for(x, w) if plain else None
+    if cfg is None:
+        return original(self, hidden_states, lm_head, embedding_bias, **kwargs)
+    return _run(x, w, None, cfg)
+
+
 def set_table(table: Dict[Key, Config]) -> None:
     """Serve with ``table`` from now on in this process, as if the flag had named it (tests and
     benchmarks that call the hooks directly); an empty dict: sglang's path again."""
@@ -166,8 +191,9 @@ def set_table(table: Dict[Key, Config]) -> None:
 
 
 def register_skinny_linear_hook() -> None:
-    """Registers both hooks (GPU engines; inert where the flag resolves to no table)."""
+    """Registers the three hooks (GPU engines; inert where the flag resolves to no table)."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     HookRegistry.register(TARGET, _apply, HookType.AROUND)
     HookRegistry.register(MLP_TARGET, _mlp_forward, HookType.AROUND)
+    HookRegistry.register(LM_HEAD_TARGET, _lm_head, HookType.AROUND)
