@@ -68,19 +68,25 @@ def load_table(path: Path, device: Optional[str] = None) -> Dict[Key, Config]:
 def table_path(value: str, device: Optional[str]) -> Optional[Path]:
     """The table the flag's ``value`` names on a GPU called ``device`` (None: no CUDA GPU), or None
     for sglang's path everywhere. ValueError naming the flag for a path on a machine without a
-    CUDA GPU, a missing file, or a table that does not load (:func:`load_table`)."""
+    CUDA GPU, a missing file, or a table that does not load (:func:`load_table`) or was measured
+    on another GPU."""
     if value == NONE or (value == AUTO and device is None):
         return None
     if value == AUTO:
         return shipped_table(device)
+    path = _named_file(value, cuda=device is not None)
+    load_table(path, device)
+    return path
+
+
+def _named_file(value: str, cuda: bool) -> Path:
     path = Path(value)
     if not path.is_file():
         raise ValueError(f"{FLAG} must be {AUTO}, {NONE} or the path of a table written by "
                          f"benchmark/ddtree/bench_skinny_gemm.py; {value!r} is not a file.")
-    if device is None:
+    if not cuda:
         raise ValueError(f"{FLAG} {value}: the few-token GEMM runs on CUDA GPUs only; pass {FLAG} {AUTO} "
                          f"(or {NONE}) here.")
-    load_table(path, device)
     return path
 
 
@@ -90,5 +96,9 @@ def device_name() -> Optional[str]:
 
 
 def check_flag(value: str) -> None:
-    """At launch: ValueError naming the flag for a value :func:`table_path` refuses here."""
-    table_path(value, device_name())
+    """At launch, in the launching process (which must not open a CUDA context: it would hold GPU
+    memory the scheduler sizes its pools by): ValueError naming the flag for a value that is not
+    ``auto``, ``none`` or a readable table, or for a table where no CUDA GPU is. Whether the table
+    was measured on this GPU is checked where the scheduler loads it (:func:`table_path`)."""
+    if value not in (AUTO, NONE):
+        load_table(_named_file(value, cuda=torch.cuda.is_available()))
