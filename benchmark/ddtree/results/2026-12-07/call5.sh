@@ -5,7 +5,8 @@
 # TABLE (required): the sweep's table as committed (e.g.
 # benchmark/ddtree/results/2026-12-07/call4/skinny_gemm.json). CONFIGS (default: DDTREE-15@2
 # DDTREE-15) at one request, --speculative-ddtree-gemm-table $TABLE for those of SKINNY (default:
-# DDTREE-15@2) and none (cuBLAS) for the other DDTREE ones, 27B shapes, dummy weights, the settings of results/2026-12-06/call10 (triton,
+# DDTREE-15@2), the default (auto: the table shipped for the card, if any) for those of AUTO, and none
+# (cuBLAS) for the other DDTREE ones, 27B shapes, dummy weights, the settings of results/2026-12-06/call10 (triton,
 # graphs + overlap, wy, context 8192, 512-token prompts), 3 rounds of 64 tokens, --phases, EXTRA
 # more step_cost.py arguments; CASE_TIMEOUT (default 260) per configuration, END (default 570)
 # seconds for the call. Carry the bundle (assets' drafter and the traces moved aside).
@@ -16,6 +17,7 @@ env_args=()
 # The table for the configurations of SKINNY, none (cuBLAS) for every other DDTREE configuration.
 for c in ${CONFIGS:-DDTREE-15@2 DDTREE-15}; do
   [[ $c == DDTREE* ]] || continue
+  [[ " ${AUTO:-} " == *" $c "* ]] && continue
   if [[ " ${SKINNY:-DDTREE-15@2} " == *" $c "* ]]; then v="\"$T\""; else v='"none"'; fi
   env_args+=(--config-arg "$c:speculative_ddtree_gemm_table=$v")
 done
