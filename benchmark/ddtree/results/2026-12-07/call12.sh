@@ -9,7 +9,7 @@
 # (3) on a card without a shipped table: bench_skinny_gemm.py at M = 16 / 17 -> $R/skinny_gemm.json
 #     (ship it with ship_gemm_table.py);
 # (4) call5.sh's step-cost sweep at one request, --profile: sglang's DFLASH, DDTREE-16, the chain,
-#     DDTREE-15 (the default) with the shipped table (auto) or (3)'s, stopping at END (default 585 s).
+#     DDTREE-15 (the default) with the shipped table (auto) or (3)'s, stopping at END (default 585 s; none with under 90 s left).
 # Carry the bundle (assets' drafter and the traces moved aside).
 R=${OUT:?}
 here=$(dirname "$0")
@@ -39,7 +39,7 @@ else
   TABLE=$R/skinny_gemm.json; SKINNY="DDTREE-16 DDTREE-chain DDTREE-15"; AUTO=""
 fi
 mkdir -p $R/sc
-if [[ -f $TABLE ]]; then
+if [[ -f $TABLE ]] && (( ${END:-585} - $(el) > 90 )); then
   OUT=$R/sc TABLE=$TABLE CONFIGS="$C" SKINNY="$SKINNY" AUTO="$AUTO" CASE_TIMEOUT=150 EXTRA=--profile \
     END=$(( ${END:-585} - $(date +%s) + t0 )) bash $here/call5.sh > /dev/null
   cat $R/sc/rc.txt >> $R/rc.txt
