@@ -101,10 +101,9 @@ SYNC_CHECK = _declare(
     "during the step): each synchronising site is logged once with its Python stack and counted in "
     "/server_info ddtree.host_syncs (benchmark/ddtree/step_cost.py --sync-check).")
 STEP_STATS_KERNEL = _declare(
-    "SGLANG_DDTREE_STEP_STATS_KERNEL", "developer", "bool", False,
+    "SGLANG_DDTREE_STEP_STATS_KERNEL", "developer", "bool", True,
     "With the CUDA tree kernels: a step's counters, shadow chain and budget-auto sums as one launch "
-    "(kernels/csrc/ddtree_step_stats.cu) instead of their torch forms; off until its GPU test and "
-    "timing have run.")
+    "(kernels/csrc/ddtree_step_stats.cu); 0 runs their torch forms instead (an A/B).")
 BENCH_PIN = _declare(
     "SGLANG_DDTREE_BENCH_PIN", "developer", "path", None,
     "Benchmarks: a file naming what every step of a --speculative-ddtree-budget auto engine verifies: "
