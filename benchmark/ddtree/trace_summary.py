@@ -59,6 +59,8 @@ CATEGORIES = (
     ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|gemv|splitk|matmul|sm90_|sm100_|sm120_|_skinny_kernel|_split_sum_kernel",
                         re.I)),
     ("norm", re.compile(r"norm", re.I)),  # (before attention: flashinfer's norm kernels)
+    # (before attention: _tree_gdn_fwd_kernel, the one-chunk tree GatedDeltaNet, ends in _fwd_kernel)
+    ("gdn", re.compile(r"gdn|gated_delta|gating_delta|delta_rule", re.I)),
     ("attention", re.compile(r"_fwd_kernel|attn|attention|flash|flashinfer|decode_.*kernel|extend_.*kernel", re.I)),
     ("topk_sort", re.compile(r"topk|top_k|sort|radix", re.I)),
     ("gdn", re.compile(r"gdn|gated_delta|gating_delta|delta_rule|tree_conv|causal_conv|conv1d|fused_recurrent|"

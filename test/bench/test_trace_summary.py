@@ -107,6 +107,7 @@ def test_kernels_are_summed_by_family(tmp_path):
     ("_tree_attn_split_kernel", "attention"), ("_tree_attn_combine_kernel", "attention"), ("void at::native::vectorized_elementwise_kernel<4>", "copy_elementwise"),
     ("Memcpy DtoD (Device -> Device)", "copy_elementwise"), ("some_new_kernel", "other"),
     ("_skinny_kernel", "gemm"), ("_split_sum_kernel", "gemm"),  # kernels/skinny_gemm.py
+    ("_tree_gdn_fwd_kernel", "gdn"),  # the one-chunk tree GatedDeltaNet (budget 15, the chain)
 ])
 def test_kernel_families_by_name(name, family):
     assert ts.category(name) == family
