@@ -19,7 +19,10 @@ The best tiling's output is checked against cuBLAS's (max abs difference over ma
 
 The JSON is a table for ``--speculative-ddtree-gemm-table PATH`` on the GPU it was measured on
 (``kernels/gemm_table.py``): measure at the token counts the server runs (``--m``: the verify width,
-max(budget + 1, drafter block), times each batch size served; at most 128).
+max(budget + 1, drafter block), times each batch size served; at most 128), and for a server of
+``--tp-size N`` at ``--tp N`` (each rank's slice of the weights, ``testing/skinny_tables.py``: a
+table holds the products' exact shapes, so one measured at another tensor-parallel size serves
+none of them).
 
 ``--smoke`` runs the same sweep on CPU under ``TRITON_INTERPRET=1`` (widths / 64, fp16, one tiling
 per shape, eager calls timed by the host clock): it checks the script, not the speed.
@@ -141,11 +144,15 @@ def main() -> int:
                     help="weight copies per shape, in bytes (at most 64 copies)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-seconds", type=float, default=300, help="stop sweeping after this long")
+    ap.add_argument("--tp", type=int, default=1, help="the server's --tp-size: each rank's slice of the weights")
     ap.add_argument("--smoke", action="store_true", help="CPU, Triton interpreter, widths / 64")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     t0 = time.time()
-    shapes = dict(SHAPES)
+    try:
+        shapes = qwen35_linear_shapes(target_config(qwen36_shapes()), a.tp)
+    except ValueError as e:
+        ap.error(f"--tp: {e}")
     if a.smoke:
         from sglang_ddtree.testing.triton_interpreter import patch_scalar_index
 
@@ -172,7 +179,7 @@ def main() -> int:
 
         copy_rate = memory_bandwidth_gbs() / 1e3
     meta = dict(device="cpu (smoke)" if a.smoke else torch.cuda.get_device_name(), sms=sms, smem_for_tiles=smem,
-                copy_rate_tbs=round(copy_rate, 3), torch=torch.__version__)
+                copy_rate_tbs=round(copy_rate, 3), torch=torch.__version__, tp=a.tp)
     print("[skinny_gemm]", json.dumps(meta), flush=True)
 
     weights = {}

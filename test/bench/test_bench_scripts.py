@@ -391,16 +391,43 @@ def test_step_cost_pin_needs_the_table_before_any_engine(tmp_path):
 def test_bench_skinny_gemm_smoke(tmp_path):
     out = tmp_path / "skinny.json"
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, str(ROOT / "benchmark" / "ddtree" / "bench_skinny_gemm.py"), "--smoke",
-                        "--m", "17", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    bench = [sys.executable, str(ROOT / "benchmark" / "ddtree" / "bench_skinny_gemm.py"), "--smoke", "--m", "17"]
+    r = subprocess.run(bench + ["--tp", "5", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--tp: tp 5 does not split this model" in r.stderr and not out.exists(), r.stderr[-2000:]
+    r = subprocess.run(bench + ["--tp", "2", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
+    assert d["meta"]["tp"] == 2  # each rank's slice, widths / 64 in the smoke mode
+    assert {x["shape"]: x["n"] for x in d["rows"]}["mlp_gate_up"] == 2 * 17408 // 2 // 64
     assert len(d["rows"]) == 9 and [x["shape"] for x in d["rows"] if x["act"]] == ["mlp_down"] and {x["shape"] for x in d["rows"]} >= {"mlp_gate_up", "lm_head"}
     for x in d["rows"]:
         assert x["cublas_us"] > 0 and x["best_us"] > 0 and x["best_rel_err"] < 2e-2, x
     (seq,) = d["sequence"]
     assert seq["m"] == 17 and seq["weight_gb"] > 0
     assert all(seq[k] > 0 for k in ("cublas_ms", "best_ms", "best_silu_fused_ms")), seq
+
+
+def test_linear_shapes_per_tensor_parallel_rank():
+    """Qwen3.6-27B's products as one rank of --tp-size 1 / 2 / 8 holds them (sglang's sharding:
+    column-parallel N / tp, row-parallel K / tp, key / value heads replicated past 4 ranks, the
+    vocabulary padded to 64 then split); a size that does not split the model is refused."""
+    sys.path.insert(0, str(ROOT / "benchmark" / "ddtree"))
+    from qwen36_shapes import shapes, target_config
+    from sglang_ddtree.testing.skinny_tables import qwen35_linear_shapes
+
+    cfg = target_config(shapes())
+    one = qwen35_linear_shapes(cfg)
+    assert one == qwen35_linear_shapes(cfg, 1) and one["attn_qkv_proj"] == (14336, 5120)
+    two, eight = qwen35_linear_shapes(cfg, 2), qwen35_linear_shapes(cfg, 8)
+    for name in ("gdn_in_proj_qkvz", "gdn_in_proj_ba", "mlp_gate_up", "lm_head", "attn_qkv_proj"):
+        assert two[name] == (one[name][0] // 2, 5120), name
+    for name in ("gdn_out_proj", "attn_o_proj", "mlp_down"):
+        assert two[name] == (5120, one[name][1] // 2) and eight[name] == (5120, one[name][1] // 8), name
+    # 24 query heads (with the output gate's rows) / 8 = 3; 4 key / value heads -> one per rank
+    assert eight["attn_qkv_proj"] == (2 * 3 * 256 + 2 * 256, 5120) and eight["lm_head"] == (248320 // 8, 5120)
+    for bad in (0, 3, 5, 16):
+        with pytest.raises(ValueError, match=f"tp {bad} does not split"):
+            qwen35_linear_shapes(cfg, bad)
 
 
 def test_ship_gemm_table_merges_one_gpus_tables_into_the_shipped_file(tmp_path):

@@ -2,8 +2,8 @@
 flag (``--speculative-ddtree-gemm-table``, ``compat/skinny_linear.py``). Test and benchmark support;
 not used when serving.
 
-``qwen35_linear_shapes(config)``: ``{name: (N, K)}`` of the products sglang runs per layer, the
-merged projections as sglang loads them:
+``qwen35_linear_shapes(config, tp=1)``: ``{name: (N, K)}`` of the products sglang runs per layer
+on one of ``tp`` tensor-parallel ranks, the merged projections as sglang loads them (at ``tp`` 1):
 
     gdn_in_proj_qkvz  (2 * key_heads * key_dim + 2 * value_heads * value_dim, hidden)
     gdn_in_proj_ba    (2 * value_heads, hidden)
@@ -13,6 +13,11 @@ merged projections as sglang loads them:
     mlp_gate_up       (2 * intermediate, hidden)
     mlp_down          (hidden, intermediate)
     lm_head           (vocab, hidden)
+
+At ``tp`` > 1 each rank holds a slice: the column-parallel products (in_proj_qkvz, in_proj_ba,
+qkv_proj, gate_up) ``N / tp`` (qkv_proj: ``heads / tp`` query heads and ``max(1, kv_heads / tp)``
+key / value heads, replicated where ``tp`` exceeds them), the row-parallel ones (out_proj, o_proj,
+down) ``K / tp``, the lm_head its vocabulary padded to a multiple of 64, ``/ tp``.
 
 ``forced_table(shapes, tokens, tiling)``: a table in ``bench_skinny_gemm.py``'s format whose every
 row names ``tiling`` as the winner (``best_vs_cublas`` 0), so a server given it sends each listed
@@ -27,23 +32,31 @@ from typing import Dict, Iterable, Tuple
 from ..kernels.skinny_gemm import SILU_MUL
 
 
-def qwen35_linear_shapes(config: dict) -> Dict[str, Tuple[int, int]]:
-    """``config``: a Qwen3.5 text config as a dict (``config.json``'s keys). KeyError names a
-    missing field."""
+def qwen35_linear_shapes(config: dict, tp: int = 1) -> Dict[str, Tuple[int, int]]:
+    """``config``: a Qwen3.5 text config as a dict (``config.json``'s keys); ``tp``: the
+    tensor-parallel size. KeyError names a missing field; ValueError a ``tp`` that does not divide
+    the heads, the linear heads, the intermediate size or the padded vocabulary (sglang refuses
+    those too), or that is not a multiple of the key / value heads it exceeds."""
     c = config
     h, heads, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
-    qk = c["linear_num_key_heads"] * c["linear_key_head_dim"]
-    vv = c["linear_num_value_heads"] * c["linear_value_head_dim"]
-    q_rows = (2 if c.get("attn_output_gate", True) else 1) * heads * hd
+    kh, vh = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    inter = c["intermediate_size"]
+    vocab = -(-c["vocab_size"] // 64) * 64
+    if tp < 1 or any(x % tp for x in (heads, kh, vh, inter, vocab)) or (kv % tp if tp <= kv else tp % kv):
+        raise ValueError(f"tp {tp} does not split this model: attention heads {heads} (key / value {kv}), "
+                         f"linear key / value heads {kh} / {vh}, intermediate {inter}, padded vocabulary {vocab}")
+    qk = kh // tp * c["linear_key_head_dim"]
+    vv = vh // tp * c["linear_value_head_dim"]
+    q_rows = (2 if c.get("attn_output_gate", True) else 1) * heads // tp * hd
     return {
         "gdn_in_proj_qkvz": (2 * qk + 2 * vv, h),
-        "gdn_in_proj_ba": (2 * c["linear_num_value_heads"], h),
+        "gdn_in_proj_ba": (2 * vh // tp, h),
         "gdn_out_proj": (h, vv),
-        "attn_qkv_proj": (q_rows + 2 * kv * hd, h),
-        "attn_o_proj": (h, heads * hd),
-        "mlp_gate_up": (2 * c["intermediate_size"], h),
-        "mlp_down": (h, c["intermediate_size"]),
-        "lm_head": (c["vocab_size"], h),
+        "attn_qkv_proj": (q_rows + 2 * max(1, kv // tp) * hd, h),
+        "attn_o_proj": (h, heads // tp * hd),
+        "mlp_gate_up": (2 * inter // tp, h),
+        "mlp_down": (h, inter // tp),
+        "lm_head": (vocab // tp, h),
     }
 
 
