@@ -63,7 +63,9 @@ CATEGORIES = (
     ("gdn", re.compile(r"gdn|gated_delta|gating_delta|delta_rule", re.I)),
     ("attention", re.compile(r"_fwd_kernel|attn|attention|flash|flashinfer|decode_.*kernel|extend_.*kernel", re.I)),
     ("topk_sort", re.compile(r"topk|top_k|sort|radix", re.I)),
-    ("gdn", re.compile(r"gdn|gated_delta|gating_delta|delta_rule|tree_conv|causal_conv|conv1d|fused_recurrent|"
+    # (the GatedDeltaNet kernels named by their names' other parts: after attention, since _tree_
+    # matches _tree_attn_* too)
+    ("gdn", re.compile(r"tree_conv|causal_conv|conv1d|fused_recurrent|"
                        r"chunk_|_tree_|commit|mamba_state", re.I)),
     ("copy_elementwise", re.compile(r"copy|memcpy|memset|elementwise|vectorized|index|gather|scatter|cat|fill|"
                                     r"reduce|arange|where", re.I)),

@@ -10,9 +10,9 @@
 R=${OUT:?}
 here=$(dirname "$0")
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
-slug=$(python3 -c "import re, sys; print(re.sub(r'[^a-z0-9]+', '_', sys.argv[1].lower()).strip('_'))" "$gpu")
-shipped=python/sglang_ddtree/kernels/gemm_tables/$slug.json
-[[ -f $shipped ]] || { echo "no table shipped for $gpu: run call12.sh there first" | tee $R/rc.txt; exit 2; }
+shipped=$(PYTHONPATH=python python3 -c "import sys; from sglang_ddtree.kernels.gemm_table import shipped_table
+print(shipped_table(sys.argv[1]) or '')" "$gpu")
+[[ -n $shipped ]] || { echo "no table shipped for $gpu: run call12.sh there first" | tee $R/rc.txt; exit 2; }
 python3 - "$shipped" $R/no_ba.json <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
