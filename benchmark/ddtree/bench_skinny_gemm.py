@@ -71,8 +71,8 @@ def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024, tiles=TILE
     stages' operand tiles within ``smem`` bytes (the device's shared memory per block: ~227 KiB on
     sm_90, ~99 KiB on sm_120, less a margin), K divisible, and no more than eight programs per
     multiprocessor; then each split_k 1 tiling as a stream-K grid of each ``streamk`` programs per
-    multiprocessor (``Config.streamk``) where that grid has more programs than the tiling has
-    tiles."""
+    multiprocessor (``Config.streamk``), except where the tiles divide evenly among that grid's
+    programs (the grid would be the plain tiling's, in even waves)."""
     bm = block_m(M)
     plain = []
     for (BN, BK, st), sk in itertools.product(tiles, (1, 2, 4, 8)):
@@ -85,7 +85,7 @@ def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024, tiles=TILE
         yield cfg
     for p, cfg in itertools.product(streamk, [c for c in plain if c.split_k == 1]):
         sk_cfg = dataclasses.replace(cfg, streamk=p)
-        if streamk_grid(N, K, sk_cfg, sms)[0] > math.ceil(N / cfg.BN):
+        if math.ceil(N / cfg.BN) % streamk_grid(N, K, sk_cfg, sms)[0]:
             yield sk_cfg
 
 

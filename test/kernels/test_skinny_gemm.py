@@ -129,11 +129,14 @@ def test_streamk_matches_float64_reference_and_leaves_counters_zero(M, N, K, BN,
                                             if HAS_CUDA else 4)
     assert programs * units >= -(-N // BN) * k_iters > (programs - 1) * units
     out = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
-    y = skinny_linear(x, w, b, cfg, out=out)
+    # The workspace poisoned: a tile summed before all its partials are written reads NaN.
+    ws = torch.full((2 * programs * M * BN,), float("nan"), dtype=torch.float32, device=DEV)
+    y = skinny_linear(x, w, b, cfg, out=out, workspace=ws)
     assert y.data_ptr() == out.data_ptr() and not torch.isnan(y).any()
     assert _rel(y.cpu(), _reference64(x, w, b)) < 1e-2
     assert not streamk_counters(w, BN).any()
-    assert torch.equal(skinny_linear(x, w, b, cfg), y)
+    ws.fill_(float("nan"))
+    assert torch.equal(skinny_linear(x, w, b, cfg, workspace=ws), y)
 
 
 @kernels_here
@@ -155,19 +158,26 @@ def test_streamk_shares_tiles_and_sums_as_the_one_program_tiling_does():
 
 @pytest.mark.skipif(not HAS_CUDA, reason="CUDA graphs and concurrent programs need a GPU")
 def test_streamk_replays_in_a_cuda_graph_with_the_same_bits():
-    """Captured once, replayed many times (programs finishing in any order on the GPU): every
-    replay gives the eager launch's bits and leaves the counters zero; no memset in the graph
-    (the counters exist before the capture)."""
+    """Captured once, replayed many times (programs finishing in any order on the GPU), with new
+    tokens each time: every replay gives the eager launch's bits for them and leaves the counters
+    zero (they exist before the capture: no memset in the graph)."""
     from sglang_ddtree.testing.cuda_graph import capture
 
     x, w, _ = _inputs(16, 16384, 5120, torch.bfloat16, seed=9, bias=False)
     cfg = Config(BN=64, BK=128, num_stages=4, streamk=2)
-    want = skinny_linear(x, w, cfg=cfg)
-    graph, out = capture(lambda: skinny_linear(x, w, cfg=cfg))
-    for _ in range(20):
+    programs, _, _ = streamk_grid(16384, 5120, cfg, torch.cuda.get_device_properties(0).multi_processor_count)
+    ws = torch.empty(2 * programs * 16 * 64, dtype=torch.float32, device=DEV)
+    graph, out = capture(lambda: skinny_linear(x, w, cfg=cfg, workspace=ws))
+    g = torch.Generator().manual_seed(10)
+    for i in range(20):
+        # new tokens each replay, and the workspace poisoned: a tile summed early reads NaN or
+        # the previous replay's partials
+        x.copy_(torch.randn(x.shape, generator=g).to(x.dtype))
+        want = skinny_linear(x, w, cfg=cfg)
+        ws.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(out, want)
+        assert torch.equal(out, want), i
         assert not streamk_counters(w, 64).any()
     assert _rel(want.cpu(), _reference64(x, w, None)) < 1e-2
 
@@ -203,3 +213,6 @@ def test_bad_arguments_are_refused():
         skinny_linear(x, w, act="silu_mul")
     with pytest.raises(ValueError, match="bias"):
         skinny_linear(x, w, torch.zeros(7, dtype=torch.bfloat16), cfg=Config(BK=64))
+    with pytest.raises(ValueError, match="N >= 1 and K >= BK"):
+        skinny_linear(torch.zeros(4, 0, dtype=torch.bfloat16), torch.zeros(8, 0, dtype=torch.bfloat16),
+                      cfg=Config(BK=64, streamk=1))

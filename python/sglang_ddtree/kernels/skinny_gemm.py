@@ -230,6 +230,8 @@ def streamk_grid(N: int, K: int, cfg: "Config", sms: int):
     of ``sms`` multiprocessors (module docstring)."""
     k_iters = K // cfg.BK
     blocks = triton.cdiv(N, cfg.BN) * k_iters
+    if blocks < 1:
+        raise ValueError(f"skinny_linear: a stream-K grid needs N >= 1 and K >= BK, got N = {N}, K = {K} ({cfg.name()})")
     units = triton.cdiv(blocks, max(1, min(blocks, cfg.streamk * sms)))
     return triton.cdiv(blocks, units), units, k_iters
 
@@ -239,14 +241,17 @@ _COUNTERS: dict = {}
 
 def streamk_counters(weight: torch.Tensor, BN: int) -> torch.Tensor:
     """The int32 tile counters of stream-K products with ``weight`` at ``BN``-row tiles, zeros,
-    one buffer per (weight, BN) kept for the process (the kernel leaves them zero). Allocated
-    outside a CUDA graph capture where possible (inside one, the zero fill is part of the graph).
+    one buffer per (weight, BN) kept for the process (the kernel leaves them zero). One first asked
+    for inside a CUDA graph capture belongs to that graph alone (its zero fill is a node of the
+    graph) and is not kept.
     Two stream-K products with the same weight must not run at the same time (on two streams):
     they would share the counters."""
     key = (weight.device, weight.data_ptr(), tuple(weight.shape), BN)
     c = _COUNTERS.get(key)
     if c is None:
-        c = _COUNTERS[key] = torch.zeros(triton.cdiv(weight.shape[0], BN), dtype=torch.int32, device=weight.device)
+        c = torch.zeros(triton.cdiv(weight.shape[0], BN), dtype=torch.int32, device=weight.device)
+        if not (weight.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _COUNTERS[key] = c  # (one made in a capture is zeroed only when its graph replays: not shared)
     return c
 
 
