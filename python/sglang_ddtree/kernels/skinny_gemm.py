@@ -24,9 +24,10 @@ is finished in the same launch: each writes its fp32 partial sum to the workspac
 from the tile's counter, and the program holding the last ticket adds the partials in program
 order (the same bits whichever program finishes last) and resets the counter to 0. The counters
 are int32 zeros kept per weight (:func:`streamk_counters`) and are zero again after every launch,
-so the kernel replays in a CUDA graph without a memset. ``Config`` holds one choice of tiles; ``skinny_linear``
-takes one explicitly (the benchmark sweeps them per shape). Raises ValueError for inputs outside
-this contract.
+so the kernel replays in a CUDA graph without a memset.
+
+``Config`` holds one choice of tiles; ``skinny_linear`` takes one explicitly (the benchmark sweeps
+them per shape). Raises ValueError for inputs outside this contract.
 """
 
 from __future__ import annotations
