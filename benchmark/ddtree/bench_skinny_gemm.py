@@ -46,7 +46,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, block_m, skinny_linear, streamk_grid  # noqa: E402
+from sglang_ddtree.kernels.skinny_gemm import (SILU_MUL, Config, block_m, multiprocessors, skinny_linear,  # noqa: E402
+                                               streamk_grid, workspace_size)
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -131,13 +132,6 @@ def _pdl_ms(make_graph, reps):
         return f"error: {type(e).__name__}: {str(e)[:120]}"
 
 
-def _workspace(cfg: Config, M: int, N: int, K: int, sms: int) -> int:
-    """fp32 elements of ``cfg``'s workspace (skinny_linear's docstring)."""
-    if cfg.streamk:
-        return 2 * streamk_grid(N, K, cfg, sms)[0] * M * cfg.BN
-    return cfg.split_k * M * N
-
-
 def _activation():
     """sglang's ``SiluAndMul`` (its CUDA kernel) where it imports, else the torch formula."""
     try:
@@ -189,7 +183,7 @@ def main() -> int:
         a.bytes_per_shape, a.reps = 1, 1
     dev, dt = ("cpu", torch.float16) if a.smoke else ("cuda", torch.bfloat16)
     props = None if a.smoke else torch.cuda.get_device_properties(0)
-    sms = 4 if a.smoke else props.multi_processor_count
+    sms = multiprocessors(torch.device(dev))
     # Operand tiles within the block's shared memory, with 24 KiB left for Triton's own use.
     smem = 200 * 1024 if a.smoke else min(200 * 1024, getattr(props, "shared_memory_per_block_optin", 0) - 24 * 1024)
     torch.manual_seed(0)
@@ -245,7 +239,7 @@ def main() -> int:
             if time.time() - t0 > a.max_seconds:
                 row["stopped"] = "max-seconds"
                 break
-            wsp = torch.empty(_workspace(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
+            wsp = torch.empty(workspace_size(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
             out = torch.empty(M, N, dtype=dt, device=dev)
             try:
                 g, _ = cycling(lambda w, cfg=cfg: skinny_linear(x, w, cfg=cfg, out=out, workspace=wsp, act=fused),
@@ -270,7 +264,7 @@ def main() -> int:
             best[(M, name, fused)] = cfg
             if not a.smoke:  # the same tiling launched as a programmatic dependent launch
                 pdl = dataclasses.replace(cfg, pdl=True)
-                wsp = torch.empty(_workspace(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
+                wsp = torch.empty(workspace_size(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
                 ms = _pdl_ms(lambda: cycling(lambda w: skinny_linear(x, w, cfg=pdl, workspace=wsp, act=fused), ws,
                                              calls, a.smoke)[0], a.reps)
                 row["best_pdl_us"] = round(ms * 1e3 / calls, 2) if isinstance(ms, float) else ms
@@ -283,7 +277,7 @@ def main() -> int:
             if not all((M, s, None) in best for s in shapes) or (M, "mlp_down", SILU_MUL) not in best:
                 continue
             x = {s: torch.randn(M, shapes[s][1], device=dev, dtype=dt) for s in shapes}
-            wsps = {s: torch.empty(max(_workspace(cfg, M, *shapes[s], sms) for (m, name, _), cfg in best.items()
+            wsps = {s: torch.empty(max(workspace_size(cfg, M, *shapes[s], sms) for (m, name, _), cfg in best.items()
                                        if m == M and name == s), dtype=torch.float32, device=dev) for s in shapes}
             count = {s: 0 for s in shapes}
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import (Config, silu_mul_reference, skinny_linear, skinny_linear_reference,
-                                               streamk_counters, streamk_grid)
+from sglang_ddtree.kernels.skinny_gemm import (Config, multiprocessors, silu_mul_reference, skinny_linear,
+                                               skinny_linear_reference, streamk_counters, streamk_grid)
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -125,8 +125,7 @@ def test_streamk_matches_float64_reference_and_leaves_counters_zero(M, N, K, BN,
     counters at zero, so a second launch (a graph replay) gives the same bits."""
     x, w, b = _inputs(M, N, K, dtype, seed=M * 5 + N + K + P, bias=bias)
     cfg = Config(BN=BN, BK=BK, num_stages=2, streamk=P)
-    programs, units, k_iters = streamk_grid(N, K, cfg, torch.cuda.get_device_properties(0).multi_processor_count
-                                            if HAS_CUDA else 4)
+    programs, units, k_iters = streamk_grid(N, K, cfg, multiprocessors(torch.device(DEV)))
     assert programs * units >= -(-N // BN) * k_iters > (programs - 1) * units
     out = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
     # The workspace poisoned: a tile summed before all its partials are written reads NaN.
@@ -150,7 +149,7 @@ def test_streamk_shares_tiles_and_sums_as_the_one_program_tiling_does():
     w = torch.randint(-4, 5, (N, K), generator=g).to(torch.float16).to(DEV)
     want = (x.double().cpu() @ w.double().cpu().T).to(torch.float16)
     cfg = Config(BN=32, BK=32, num_stages=2, streamk=4 if not HAS_CUDA else 1)
-    programs, _, _ = streamk_grid(N, K, cfg, 4 if not HAS_CUDA else torch.cuda.get_device_properties(0).multi_processor_count)
+    programs, _, _ = streamk_grid(N, K, cfg, multiprocessors(torch.device(DEV)))
     assert programs > -(-N // 32)
     assert torch.equal(skinny_linear(x, w, cfg=cfg).cpu(), want)
     assert torch.equal(skinny_linear(x, w, cfg=Config(BN=32, BK=32, num_stages=2)).cpu(), want)
@@ -165,7 +164,7 @@ def test_streamk_replays_in_a_cuda_graph_with_the_same_bits():
 
     x, w, _ = _inputs(16, 16384, 5120, torch.bfloat16, seed=9, bias=False)
     cfg = Config(BN=64, BK=128, num_stages=4, streamk=2)
-    programs, _, _ = streamk_grid(16384, 5120, cfg, torch.cuda.get_device_properties(0).multi_processor_count)
+    programs, _, _ = streamk_grid(16384, 5120, cfg, multiprocessors(torch.device(DEV)))
     ws = torch.empty(2 * programs * 16 * 64, dtype=torch.float32, device=DEV)
     graph, out = capture(lambda: skinny_linear(x, w, cfg=cfg, workspace=ws))
     g = torch.Generator().manual_seed(10)

@@ -257,10 +257,21 @@ def streamk_counters(weight: torch.Tensor, BN: int) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=None)
-def _sms(device: torch.device) -> int:
+def multiprocessors(device: torch.device) -> int:
+    """The multiprocessors a stream-K grid spreads over on ``device``; 4 off CUDA (the
+    interpreter: a few programs, so that tiles are shared)."""
     if device.type != "cuda":
-        return 4  # the interpreter: a few programs, so that tiles are shared
+        return 4
     return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def workspace_size(cfg: Config, M: int, N: int, K: int, sms: int) -> int:
+    """fp32 elements of ``cfg``'s workspace for ``M`` tokens and an ``[N, K]`` weight on ``sms``
+    multiprocessors: ``split_k * M * N`` for split-K, ``2 * programs * M * BN`` for a stream-K
+    grid (:func:`streamk_grid`), 0 otherwise."""
+    if cfg.streamk:
+        return 2 * streamk_grid(N, K, cfg, sms)[0] * M * cfg.BN
+    return cfg.split_k * M * N if cfg.split_k > 1 else 0
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Optional[Config],
@@ -295,29 +306,28 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
                   workspace: Optional[torch.Tensor] = None, act: Optional[str] = None) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
-    ``split_k * M * N`` elements when ``cfg.split_k > 1``, ``2 * programs * M * BN`` for a stream-K
-    tiling (:func:`streamk_grid`; allocated here when None or smaller)."""
+    :func:`workspace_size` elements where that is not 0 (allocated here when None or smaller)."""
     _check(x, weight, bias, cfg, act)
     M, K = x.shape[0], weight.shape[1]
     N = weight.shape[0]
     y = out if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
     b = bias if bias is not None else y
+    sms = multiprocessors(x.device) if cfg.streamk else 0
+    need = workspace_size(cfg, M, N, K, sms)
+    if not need:
+        ws = y  # (not read)
+    elif workspace is not None and workspace.numel() >= need:
+        ws = workspace
+    else:
+        ws = torch.empty(need, dtype=torch.float32, device=x.device)
     if cfg.streamk:
-        programs, units, k_iters = streamk_grid(N, K, cfg, _sms(x.device))
-        need = 2 * programs * M * cfg.BN
-        ws = workspace if workspace is not None and workspace.numel() >= need else \
-            torch.empty(need, dtype=torch.float32, device=x.device)
+        programs, units, k_iters = streamk_grid(N, K, cfg, sms)
         _skinny_streamk_kernel[(programs,)](x, weight, b, y, ws, streamk_counters(weight, cfg.BN), M, N, K,
                                             x.stride(0), weight.stride(0), y.stride(0), k_iters, units,
                                             BM=block_m(M), BN=cfg.BN, BK=cfg.BK, HAS_BIAS=bias is not None,
                                             SILU_MUL=act == SILU_MUL, PDL=cfg.pdl, num_stages=cfg.num_stages,
                                             num_warps=cfg.num_warps, **({"launch_pdl": True} if cfg.pdl else {}))
         return y
-    if cfg.split_k > 1:
-        ws = workspace if workspace is not None else torch.empty(cfg.split_k * M * N, dtype=torch.float32,
-                                                                 device=x.device)
-    else:
-        ws = y
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
                          y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
