@@ -28,8 +28,10 @@ timeout $(( 570 - $(date +%s) + t0 )) bash scripts/gpu_run.sh --here --out $R/a 
   --engine-arg context_length=8192 --case-timeout-s 200 --configs $CONFIGS $SWEEP \
   --out $R/a/step_cost.json > $R/a.out 2>&1
 echo "A rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-cp $R/a/step_cost*.json $R/ 2>/dev/null  # (a configuration cut by the limit keeps its rows in step_cost.<config>.json)
+cp $R/a/step_cost.json $R/ 2>/dev/null
 grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
 tail -n 20 $R/a.out > $R/tail.txt
-cd $R && tar cJf logs.tar.xz a.out prep.out shapes.out 2>/dev/null; rm -rf prep a a.out prep.out
+# (the device tool returns at most 8 files: a configuration cut by the limit keeps its rows in
+# a/step_cost.<config>.json, inside logs.tar.xz)
+cd $R && tar cJf logs.tar.xz a a.out prep.out shapes.out 2>/dev/null; rm -rf prep a a.out prep.out shapes.out
 cat $R/rc.txt

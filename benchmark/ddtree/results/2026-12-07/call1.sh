@@ -14,10 +14,13 @@ export SGLANG_DDTREE_STEP_STATS_KERNEL=1  # the step statistics in one launch (o
 # reaches replay.sh.
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-timeout 100 bash scripts/gpu_run.sh --here --out $R/t test test/core/test_gpu.py > $R/t.out 2>&1
-echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
-tail -n 3 $R/t.out >> $R/rc.txt
+TESTS=${TESTS-test/core/test_gpu.py}  # (empty: no tests, the whole call for the replay)
+if [[ -n $TESTS ]]; then
+  timeout 100 bash scripts/gpu_run.sh --here --out $R/t test $TESTS > $R/t.out 2>&1
+  echo "tests rc=$? at $(( $(date +%s) - t0 )) s" >> $R/rc.txt
+  tail -n 3 $R/t.out >> $R/rc.txt
+fi
 el=$(( $(date +%s) - t0 ))
 TRACE=benchmark/ddtree/traces/v2/humaneval.pt CONFIGS="${CONFIGS:-DDTREE-auto DFLASH}" CONC="${CONC:-1 4 16}" PIN="${PIN-chain 16 64}" PHASES=1 \
   LIMIT=$(( ${END:-565} - el )) DEADLINE=$(( ${END:-565} - 165 - el )) bash benchmark/ddtree/results/2026-12-06/next-replay-v2.sh
-cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf t t.out
+[[ -n $TESTS ]] && cd $R && tar czf t.tgz t.out t 2>/dev/null; rm -rf $R/t $R/t.out
