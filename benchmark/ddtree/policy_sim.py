@@ -93,7 +93,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_cost  # noqa: E402
 
 POLICY_KEYS = {"decay": float, "refresh_every": int, "max_refresh_every": int, "flush_every": int,
-               "chain_margin": float, "gain_decay": float}
+               "chain_margin": float, "min_samples": int, "refresh_samples": int, "gain_decay": float}
 
 
 # ----------------------------------------------------------------------------- step outcomes

@@ -48,7 +48,8 @@ each round's values beside it):
 - ``outputs_ok``: every output equals the trace's output; a row where one does not carries
   ``failed``.
 - ``timed``: DDTREE's step counters over the timed rounds (``step_cost._ddtree_counts``);
-  ``choices``: budget auto's steps per choice in them; ``phase_ms`` (``--phases``): device ms per
+  ``choices``: budget auto's steps per choice in them, ``policy`` its estimates after the row
+  (``step_cost.policy_snapshot``); ``phase_ms`` (``--phases``): device ms per
   decode step and phase over them (``step_cost.phase_ms_per_step``).
 
 Output: ``--out`` (``{"meta": trace meta, device, commit, arguments; "rows": [...]}``), a
@@ -230,6 +231,7 @@ def measure(trace: Path, target: str, drafter: str, cfg: str, concurrency: List[
                 choices = sc.choices_of(timed)
                 if choices or kw.get("speculative_ddtree_budget") == "auto":
                     row["choices"] = choices
+                    row["policy"] = sc.policy_snapshot(engine)  # its estimates after the row
                 sc.Pins.check(row, pin, choices)
             scfg = sim_config(cfg, kw, L) if pin is None else choice_sim(pin, kw, L)
             if not spec:

@@ -66,6 +66,18 @@ def _ddtree_counts(engine):
     return out
 
 
+def policy_snapshot(engine):
+    """Budget auto's state from ``/server_info`` (``BudgetPolicy.snapshot``: its estimates, the
+    request-steps behind each, the refresh interval), without the step counters; None for
+    other engines or when unavailable."""
+    try:
+        st = (engine.get_server_info().get("internal_states") or [{}])[0]
+    except Exception:
+        return None
+    pol = (st.get("ddtree") or {}).get("budget_policy")
+    return {k: v for k, v in pol.items() if k != "steps_by_choice"} if pol else None
+
+
 def enable_phase_timing() -> None:
     """``--phases``: the engines started from here on time each decode step's phases
     (``SGLANG_DDTREE_PHASE_TIMING=1``, read by their scheduler processes)."""

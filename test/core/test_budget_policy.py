@@ -1,7 +1,8 @@
 """core/budget_policy.py: step-cost interpolation; the acceptance profile is exact for every
 budget up to the verified one (prefix-closed best-first trees); the choice maximises expected
-tokens per ms, explores the largest budget while anything is unknown and periodically, and
-falls back to the chain when trees do not pay."""
+tokens per ms, explores the largest budget until every candidate has ``min_samples``
+request-steps behind its estimate, refreshes the next budget up in bursts of
+``refresh_samples`` request-steps, and falls back to the chain when trees do not pay."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from sglang_ddtree.core.budget_policy import CHAIN, BudgetPolicy, StepCostTable
 
 def _table(rows):
     return StepCostTable.from_rows([dict(config=c, concurrency=n, ms_per_step=m) for c, n, m in rows])
+
+
+# The choice rule on one request-step per estimate and one-step refreshes: the tests of the
+# rule itself (the evidence thresholds have their own tests below).
+ONE = dict(min_samples=1, refresh_samples=1)
+
+
+def _known(p, values):
+    """Set estimates as if each had ``min_samples`` request-steps behind it."""
+    p._mean.update(values)
+    for c in values:
+        p._seen[c] = max(p._seen.get(c, 0), p.min_samples)
 
 
 def test_cost_interpolates_between_concurrencies_and_is_flat_outside():
@@ -61,7 +74,7 @@ def test_profile_counts_a_node_at_position_b_inside_budget_b():
 def test_choice_explores_then_picks_the_best_tokens_per_ms():
     t = _table([("DDTREE-8", 1, 10.0), ("DDTREE-8", 16, 12.0), ("DDTREE-64", 1, 12.0), ("DDTREE-64", 16, 60.0),
                 ("DDTREE-chain", 1, 9.0), ("DDTREE-chain", 16, 10.0)])
-    p = BudgetPolicy(t, refresh_every=1000, flush_every=1)
+    p = BudgetPolicy(t, refresh_every=1000, flush_every=1, **ONE)
     assert p.choose(1) == 64  # nothing known yet: verify the largest budget
     deep = torch.tensor([[0, 2, 5, 30, 40, -1]])  # 4 drafts, two of them inside budget 8
     p.record(64, deep, torch.tensor([4]), chain_accept=torch.tensor([1]))
@@ -71,13 +84,13 @@ def test_choice_explores_then_picks_the_best_tokens_per_ms():
     # bs 16: 64 costs 60 ms -> 5 / 60; 8 gives 3 / 12 -> budget 8.
     assert p.choose(16) == 8
     # If the trees accept nothing beyond the chain, the chain's lower cost wins.
-    p._mean.update({8: 1.0, 64: 1.0, CHAIN: 1.0})
+    _known(p, {8: 1.0, 64: 1.0, CHAIN: 1.0})
     assert p.choose(16) == CHAIN
 
 
 def test_refresh_and_chain_steps():
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
-    p = BudgetPolicy(t, refresh_every=3, flush_every=1)
+    p = BudgetPolicy(t, refresh_every=3, flush_every=1, **ONE)
     for c, v in {8: 1.0, 32: 1.0, CHAIN: 5.0}.items():
         p._update(c, v, 1)
     # The refresh at step 3 verifies the next budget above the chain (8), not the largest (32).
@@ -98,9 +111,10 @@ def test_one_unlucky_first_step_does_not_trap_the_chain():
     """The first step verifies the largest budget and accepts nothing, so every estimate starts
     at 0 and the chain (cheapest) is chosen; the trees accept 3 drafts a step from then on, the
     chain 1. The first refresh of budget 8 must make it the choice: its estimate is the mean of
-    its two steps (0 and 3), not the first step's 0 moved 1% towards 3."""
+    its two steps (0 and 3), not the first step's 0 moved 1% towards 3 (the estimate rule alone:
+    one request-step of evidence, one-step refreshes)."""
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 1.2), ("DDTREE-chain", 1, 0.9)])
-    p = BudgetPolicy(t, refresh_every=4, flush_every=1)
+    p = BudgetPolicy(t, refresh_every=4, flush_every=1, **ONE)
     path = lambda n: torch.tensor([list(range(n + 1)) + [-1] * (8 - n)])  # noqa: E731
     assert p.choose(1) == 32
     p.record(32, path(0), torch.tensor([0]), chain_accept=torch.tensor([0]))
@@ -170,8 +184,8 @@ def test_refreshes_back_off_while_they_change_nothing():
     the choice as it was, the interval doubles (up to max_refresh_every); a refresh that changes
     the choice resets it."""
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
-    p = BudgetPolicy(t, refresh_every=3, max_refresh_every=12, flush_every=1)
-    p._mean.update({8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 0.5 ms
+    p = BudgetPolicy(t, refresh_every=3, max_refresh_every=12, flush_every=1, **ONE)
+    _known(p, {8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 0.5 ms
     picks = [p.choose(1) for _ in range(40)]
     refreshes = [i + 1 for i, c in enumerate(picks) if c == 8]
     assert refreshes == [3, 9, 21, 33]  # intervals 3, 6, 12, then capped at 12
@@ -183,7 +197,7 @@ def test_refreshes_back_off_while_they_change_nothing():
     for _ in range(20):
         more.append(p.choose(1))
         if more[-1] == 8 and more.count(8) == 1:
-            p._mean.update({8: 20.0, 32: 1.0, CHAIN: 0.0})
+            _known(p, {8: 20.0, 32: 1.0, CHAIN: 0.0})
     first = more.index(8)
     assert more[first + 1] == 8
     assert more.index(32) - first == 3
@@ -195,14 +209,14 @@ def test_refreshes_climb_one_budget_at_a_time_and_stop_at_the_top():
     budget just above the choice; at the largest budget nothing is refreshed."""
     t = _table([("DDTREE-8", 1, 2.0), ("DDTREE-16", 1, 2.2), ("DDTREE-64", 1, 3.0), ("DDTREE-chain", 1, 1.9)])
     truth = {CHAIN: 1.0, 8: 2.0, 16: 4.0, 64: 9.0}  # drafts accepted a step, once verified
-    p = BudgetPolicy(t, refresh_every=4, flush_every=1)
-    p._mean.update({CHAIN: 1.0, 8: 0.5, 16: 0.5, 64: 0.5})  # stale: trees looked worthless
+    p = BudgetPolicy(t, refresh_every=4, flush_every=1, **ONE)
+    _known(p, {CHAIN: 1.0, 8: 0.5, 16: 0.5, 64: 0.5})  # stale: trees looked worthless
     picks = []
     for _ in range(40):
         c = p.choose(1)
         picks.append(c)
         if c != CHAIN:  # verifying c gives the true acceptance of every budget up to c
-            p._mean.update({b: truth[b] for b in (8, 16, 64) if b <= c})
+            _known(p, {b: truth[b] for b in (8, 16, 64) if b <= c})
     order = [c for i, c in enumerate(picks) if i == 0 or c != picks[i - 1]]
     assert order[:2] == [CHAIN, 8] and 64 in order
     # Never a jump past the next budget: every change of choice is to the neighbour or back.
@@ -255,11 +269,80 @@ def test_a_tree_must_beat_the_chain_by_more_than_the_margin():
     work (budget 8 read 0.5% cheaper than another call's chain and ran behind it)."""
     t = _table([("DDTREE-8", 64, 133.07), ("DDTREE-16", 64, 150.0), ("DDTREE-chain", 64, 133.77)])
     p = BudgetPolicy(t, refresh_every=1000, flush_every=1)
-    p._mean.update({8: 1.0, 16: 1.0, CHAIN: 1.0})
+    _known(p, {8: 1.0, 16: 1.0, CHAIN: 1.0})
     assert p.choose(64) == CHAIN  # budget 8 is 0.5% "better": within the margin
     p._mean.update({8: 1.04})  # 2.04 / 133.07 vs 2 / 133.77: +2.5%, still within 5%
     assert p.choose(64) == CHAIN
     p._mean.update({8: 1.2})  # +10.9%: the tree pays
     assert p.choose(64) == 8
-    assert BudgetPolicy(t, refresh_every=1000, flush_every=1, chain_margin=0.0, _mean={8: 1.0, 16: 1.0, CHAIN: 1.0}
-                        ).choose(64) == 8  # no margin: the cheaper row wins, as before
+    q = BudgetPolicy(t, refresh_every=1000, flush_every=1, chain_margin=0.0)
+    _known(q, {8: 1.0, 16: 1.0, CHAIN: 1.0})
+    assert q.choose(64) == 8  # no margin: the cheaper row wins
+
+
+def _serve(p, steps, bs, accept):
+    """``steps`` steps at batch size ``bs``: each verifies ``p.choose(bs)`` and records that
+    every request accepted ``accept[choice]`` drafts (the chain's shadow: ``accept[CHAIN]``)."""
+    picks = []
+    for _ in range(steps):
+        c = p.choose(bs)
+        picks.append(c)
+        a = accept[c]
+        path = torch.tensor([list(range(a + 1)) + [-1] * (16 - a)] * bs)
+        p.record(c, path, torch.tensor([a] * bs), chain_accept=None if c == CHAIN else torch.tensor([accept[CHAIN]] * bs))
+    return picks
+
+
+def test_exploration_lasts_until_every_candidate_has_min_samples():
+    """A first step that accepts nothing anywhere ranks the chain first (the cheapest); with
+    ``min_samples`` the policy keeps verifying the largest budget until every candidate has that
+    many request-steps behind its estimate, then chooses on them. At 8 requests a step brings 8
+    request-steps: two steps for 16."""
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-8", 8, 2.0), ("DDTREE-32", 1, 1.2), ("DDTREE-32", 8, 2.6),
+                ("DDTREE-chain", 1, 0.9), ("DDTREE-chain", 8, 1.8)])
+    p = BudgetPolicy(t, refresh_every=1000, flush_every=1, min_samples=16)
+    first = _serve(p, 1, 1, {32: 0, CHAIN: 0})
+    assert first == [32] and p.expected(CHAIN) == p.expected(8) == 0.0  # the unlucky first step
+    picks = _serve(p, 20, 1, {8: 3, 32: 3, CHAIN: 1})
+    assert picks[:15] == [32] * 15 and p.folded(8) >= 16  # 16 request-steps in all, then the choice
+    assert set(picks[15:]) == {8}  # (3 + 1) / 1.0 beats the chain's (1 + 1) / 0.9 and 32's 4 / 1.2
+    q = BudgetPolicy(t, refresh_every=1000, flush_every=1, min_samples=16)
+    assert _serve(q, 3, 8, {8: 3, 32: 3, CHAIN: 1}) == [32, 32, 8]
+    # The same first step with one request-step of evidence: the chain, on 0 vs 0.
+    r = BudgetPolicy(t, refresh_every=1000, flush_every=1, **ONE)
+    assert _serve(r, 3, 1, {32: 0, 8: 0, CHAIN: 0}) == [32, CHAIN, CHAIN]
+
+
+def test_a_refresh_verifies_the_next_budget_for_refresh_samples_request_steps():
+    """Every ``refresh_every`` steps the next budget above the choice is verified for
+    ``ceil(refresh_samples / bs)`` steps in a row; the choice moves to it when those request-steps
+    show it pays (one unlucky step no longer decides), and the interval doubles while refreshes
+    change nothing."""
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-8", 4, 1.5), ("DDTREE-32", 1, 1.2), ("DDTREE-32", 4, 2.0),
+                ("DDTREE-chain", 1, 0.9), ("DDTREE-chain", 4, 1.4)])
+    p = BudgetPolicy(t, refresh_every=10, max_refresh_every=40, flush_every=1, min_samples=1, refresh_samples=6)
+    _known(p, {8: 0.0, 32: 0.0, CHAIN: 1.0})  # stale: trees looked worthless
+    picks = _serve(p, 9, 1, {8: 0, 32: 0, CHAIN: 1})
+    assert picks == [CHAIN] * 9
+    # The refresh at step 10: budget 8 for 6 request-steps; its first one accepts nothing, the
+    # next five accept 3 each.
+    accept = iter([0, 3, 3, 3, 3, 3])
+    burst = []
+    for _ in range(6):
+        c = p.choose(1)
+        burst.append(c)
+        a = next(accept)
+        p.record(c, torch.tensor([list(range(a + 1)) + [-1] * (16 - a)]), torch.tensor([a]),
+                 chain_accept=torch.tensor([1]))
+    assert burst == [8] * 6
+    assert p.choose(1) == 8  # 8 now pays: (2.5 + 1) / 1.0 vs (1 + 1) / 0.9
+    # At 4 requests a burst of 6 request-steps is 2 steps; refreshes that change nothing double
+    # the interval (the next refresh looks above 8: budget 32, which accepts no more here).
+    q = BudgetPolicy(t, refresh_every=4, max_refresh_every=16, flush_every=1, min_samples=1, refresh_samples=6)
+    _known(q, {8: 3.0, 32: 3.0, CHAIN: 1.0})
+    picks = _serve(q, 60, 4, {8: 3, 32: 3, CHAIN: 1})
+    runs = [i for i, c in enumerate(picks[:-1]) if c == 32 and (i == 0 or picks[i - 1] != 32)]
+    assert len(runs) >= 3 and set(picks) == {8, 32}, picks
+    assert all(picks[i + 1] == 32 and picks[i + 2] == 8 for i in runs)  # 2 steps each
+    gaps = [b - a for a, b in zip(runs, runs[1:])]
+    assert gaps == sorted(gaps) and gaps[-1] > gaps[0]  # backing off

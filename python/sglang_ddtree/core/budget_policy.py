@@ -11,8 +11,8 @@ DFLASH's verify width). The chain is the fallback when a tree does not pay at th
 size: a tree is chosen over the chain only when its value is more than ``chain_margin`` (5%)
 above the chain's. The table's rows come from separate engines, whose step times differ by a few
 percent from engine to engine: more than the gap between a small tree and the chain. A tree step
-also carries the shadow chain and the profile's update; the chain step does not. A budget is a candidate only up to the largest concurrency the table
-measured it at (a sweep caps big budgets where they do not fit; their cost beyond is unknown,
+also carries the shadow chain and the profile's update; the chain step does not. A budget is a
+candidate only up to the largest concurrency the table measured it at (a sweep caps big budgets where they do not fit; their cost beyond is unknown,
 not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
 engine path and is not used.)
 
@@ -22,14 +22,23 @@ summed weights: :meth:`BudgetPolicy._update`), which the verified trees
 give exactly for every smaller budget: DDTree trees are prefix-closed in best-first order (node
 ``i`` of a budget-``B`` tree is verify position ``i + 1``, and a node's position is larger than
 its parent's), so the budget-``b`` tree is the first ``b`` nodes, and the path it would have
-accepted is the leading part of the accepted path whose positions are ``<= b``. Budgets larger
-than the one verified are unknown; the policy verifies the largest candidate when any
-candidate has no estimate yet, and after ``refresh_every`` steps the next budget above its
-choice (the smallest tree when the choice is the chain), so the profile follows the traffic: a
-step up that now pays becomes the choice, and the next refresh looks one further. While refreshes leave the choice as it was, the
-interval doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval.
-The chain's acceptance comes from ``core/shadow_chain.py`` (censored steps count as the lower
-bound they are).
+accepted is the leading part of the accepted path whose positions are ``<= b``. The chain's
+acceptance comes from its own steps and, on a tree step, from ``core/shadow_chain.py`` (censored
+steps count as the lower bound they are).
+
+Evidence before choice: per-step acceptance is noisy (most steps accept 0 or 1 draft, a few
+accept many), so an estimate from a handful of request-steps can rank the candidates wrongly,
+and a candidate that is not chosen gets no new evidence. Hence:
+
+- **Exploration.** While any candidate at the batch size has fewer than ``min_samples``
+  request-steps folded into its estimate, the step verifies the largest candidate budget (it
+  gives every smaller budget and, through the shadow chain, the chain).
+- **Refreshes.** Budgets larger than the one verified go stale. After ``refresh_every`` steps
+  the policy verifies the next budget above its choice (the smallest tree when the choice is the
+  chain) for ``refresh_samples`` request-steps in a row (a burst of ``ceil(refresh_samples / bs)``
+  steps), so the profile follows the traffic: a step up that now pays becomes the choice, and the
+  next refresh looks one further. While refreshes leave the choice as it was, the interval
+  doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval.
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
 tree is built and :meth:`BudgetPolicy.record` after acceptance.
@@ -65,6 +74,10 @@ class BudgetPolicy:
     decay: float = 0.99  # weight of an observation per request-step of age
     refresh_every: int = 64
     max_refresh_every: int = 1024
+    # Request-steps a candidate's estimate needs before it is compared (exploration), and that
+    # a refresh verifies the next budget up for (the module docstring).
+    min_samples: int = 24
+    refresh_samples: int = 8
     # Steps between read-backs of the device-side sums. On a GPU the read-back is an
     # asynchronous copy to pinned memory, folded in once its event has completed (the profile
     # lags by about 2 x flush_every steps): a host sync in the worker would stall the overlap
@@ -78,6 +91,9 @@ class BudgetPolicy:
     _mean: Dict[Choice, float] = field(default_factory=dict)
     _num: Dict[Choice, float] = field(default_factory=dict)  # decayed sum of accepted drafts
     _den: Dict[Choice, float] = field(default_factory=dict)  # decayed count of request-steps
+    _seen: Dict[Choice, int] = field(default_factory=dict)  # request-steps folded in (undecayed)
+    _burst: Optional[Choice] = None  # the budget a refresh burst verifies
+    _burst_left: int = 0  # request-steps that burst still verifies
     _sums: Optional[torch.Tensor] = None  # [candidates] accepted drafts since the last read-back (device)
     _counts: List[int] = field(default_factory=list)  # request-steps behind each sum (host-known)
     _budgets_dev: Optional[torch.Tensor] = None
@@ -108,25 +124,38 @@ class BudgetPolicy:
         """Running mean of accepted drafts per request-step (None: never observed)."""
         return self._mean.get(choice)
 
+    def folded(self, choice: Choice) -> int:
+        """Request-steps folded into ``choice``'s estimate so far (0: never observed)."""
+        return self._seen.get(choice, 0)
+
     def choose(self, bs: int) -> Choice:
         """The candidate with the most expected tokens per ms at batch size ``bs`` (among
-        :meth:`candidates_at`); the largest budget of those while any of them lacks an estimate,
-        and as a refresh once per interval."""
+        :meth:`candidates_at`); the largest budget of those while any of them has fewer than
+        ``min_samples`` request-steps behind its estimate, and the next budget above the choice
+        in a refresh burst once per interval (the module docstring)."""
         self.steps += 1
         cands = self.candidates_at(bs)
         trees = [c for c in cands if c != CHAIN]
         if not trees:  # no budget measured at this many requests: the chain, nothing to explore
             self._last_best = CHAIN
             return CHAIN
-        if any(self.expected(c) is None for c in cands):
+        if any(self.folded(c) < self.min_samples for c in cands):
             self._last_refresh = self.steps
             return max(trees)
+        if self._burst is not None:
+            if self._burst in trees and self._burst_left > 0:
+                self._burst_left -= bs
+                if self._burst_left <= 0:  # judged once its last step has been read back
+                    self._judge_at = self.steps + 2 * self.flush_every
+                return self._burst
+            self._burst = None  # a batch size that does not allow it: the burst ends here
         best = best_choice(self.table, self._mean, bs, cands, self.chain_margin)
         if self._judge_at is not None and self.steps >= self._judge_at:
             same = best == self._before
             self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
             self._judge_at = None
-        if self.steps - self._last_refresh >= self._interval:
+            self._burst = None
+        if self._burst is None and self._judge_at is None and self.steps - self._last_refresh >= self._interval:
             self._last_refresh = self.steps
             # Every step keeps the estimates of the budgets up to the verified one current; only
             # larger ones go stale. The refresh verifies the next budget above the choice, not
@@ -135,9 +164,11 @@ class BudgetPolicy:
             # reset) looks one further. Nothing above: no refresh.
             larger = [b for b in trees if best == CHAIN or b > best]
             if larger:
-                # Judged once its step has been read back (within about 2 x flush_every steps).
-                self._judge_at, self._before = self.steps + 2 * self.flush_every, best
-                return min(larger)
+                self._before, self._burst = best, min(larger)
+                self._burst_left = self.refresh_samples - bs
+                if self._burst_left <= 0:
+                    self._judge_at = self.steps + 2 * self.flush_every
+                return self._burst
         self._last_best = best
         return best
 
@@ -256,10 +287,12 @@ class BudgetPolicy:
         older ones decayed by ``decay ** weight``), so each step counts alike at its age, the
         first one included."""
         self._mean[c] = fold_decayed_mean(self._num, self._den, c, value, weight, self.decay)
+        self._seen[c] = self._seen.get(c, 0) + int(weight)
 
     def snapshot(self) -> dict:
         return {"steps": self.steps, "budgets": self.budgets, "chain": self.chain, "refresh_interval": self._interval,
-                "expected_accepted": {str(k): round(v, 4) for k, v in self._mean.items()}}
+                "expected_accepted": {str(k): round(v, 4) for k, v in self._mean.items()},
+                "samples": {str(k): v for k, v in self._seen.items()}}
 
 
 class PinnedChoice:
