@@ -46,8 +46,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_ddtree.kernels.skinny_gemm import (SILU_MUL, Config, block_m, multiprocessors, skinny_linear,  # noqa: E402
-                                               streamk_grid, workspace_size)
+from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, block_m, skinny_linear  # noqa: E402
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,27 +66,18 @@ TILES = [(64, 128, 4), (64, 256, 3), (64, 64, 6), (128, 128, 3), (128, 64, 4), (
          (32, 256, 4), (64, 128, 6), (128, 64, 6)]
 
 
-def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024, tiles=TILES, streamk=()):
-    """The tilings swept at one shape: ``tiles`` (BN, BK, stages) x split_k 1 / 2 / 4 / 8, with the
+def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024):
+    """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4 / 8, with the
     stages' operand tiles within ``smem`` bytes (the device's shared memory per block: ~227 KiB on
     sm_90, ~99 KiB on sm_120, less a margin), K divisible, and no more than eight programs per
-    multiprocessor; then each split_k 1 tiling as a stream-K grid of each ``streamk`` programs per
-    multiprocessor (``Config.streamk``), except where the tiles divide evenly among that grid's
-    programs (the grid would be the plain tiling's, in even waves)."""
+    multiprocessor."""
     bm = block_m(M)
-    plain = []
-    for (BN, BK, st), sk in itertools.product(tiles, (1, 2, 4, 8)):
+    for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4, 8)):
         if (BN * BK + BK * bm) * 2 * st > smem or K % (BK * sk):
             continue
         if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
             continue
-        cfg = Config(BN=BN, BK=BK, split_k=sk, num_stages=st, num_warps=8 if BN == 256 else 4)
-        plain.append(cfg)
-        yield cfg
-    for p, cfg in itertools.product(streamk, [c for c in plain if c.split_k == 1]):
-        sk_cfg = dataclasses.replace(cfg, streamk=p)
-        if math.ceil(N / cfg.BN) % streamk_grid(N, K, sk_cfg, sms)[0]:
-            yield sk_cfg
+        yield Config(BN=BN, BK=BK, split_k=sk, num_stages=st, num_warps=8 if BN == 256 else 4)
 
 
 class _Eager:
@@ -155,21 +145,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-seconds", type=float, default=300, help="stop sweeping after this long")
     ap.add_argument("--tp", type=int, default=1, help="the server's --tp-size: each rank's slice of the weights")
-    ap.add_argument("--streamk", type=int, nargs="*", default=[], metavar="P",
-                    help="also sweep each split_k 1 tiling as a stream-K grid of P programs per multiprocessor")
-    ap.add_argument("--tiles", nargs="+", default=None, metavar="BNxBKxSTAGES",
-                    help="sweep these tiles only (e.g. 64x128x6), default: all of TILES")
     ap.add_argument("--smoke", action="store_true", help="CPU, Triton interpreter, widths / 64")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
-    try:
-        tiles = TILES if a.tiles is None else [tuple(int(v) for v in t.split("x", 2)) for t in a.tiles]
-        if any(len(t) != 3 or min(t) < 1 for t in tiles):
-            raise ValueError
-    except ValueError:
-        ap.error(f"--tiles: BNxBKxSTAGES, e.g. 64x128x6 (got {a.tiles})")
-    if any(p < 1 for p in a.streamk):
-        ap.error("--streamk: programs per multiprocessor, at least 1")
     t0 = time.time()
     try:
         shapes = qwen35_linear_shapes(target_config(qwen36_shapes()), a.tp)
@@ -183,7 +161,7 @@ def main() -> int:
         a.bytes_per_shape, a.reps = 1, 1
     dev, dt = ("cpu", torch.float16) if a.smoke else ("cuda", torch.bfloat16)
     props = None if a.smoke else torch.cuda.get_device_properties(0)
-    sms = multiprocessors(torch.device(dev))
+    sms = 4 if a.smoke else props.multi_processor_count
     # Operand tiles within the block's shared memory, with 24 KiB left for Triton's own use.
     smem = 200 * 1024 if a.smoke else min(200 * 1024, getattr(props, "shared_memory_per_block_optin", 0) - 24 * 1024)
     torch.manual_seed(0)
@@ -232,14 +210,11 @@ def main() -> int:
         row = dict(m=M, shape=name, n=N, k=K, act=fused, cublas_us=round(cublas_us, 2),
                    cublas_tbs=round(gb / cublas_us * 1e3, 3), configs={})
         top = None
-        sweep = list(configs(M, N, K, sms, smem, tiles, a.streamk))
-        if a.smoke:  # one tiling, and the first stream-K one where asked
-            sweep = sweep[:1] + [c for c in sweep if c.streamk][:1]
-        for cfg in sweep:
+        for cfg in list(configs(M, N, K, sms, smem))[:1 if a.smoke else None]:
             if time.time() - t0 > a.max_seconds:
                 row["stopped"] = "max-seconds"
                 break
-            wsp = torch.empty(workspace_size(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
+            wsp = torch.empty(cfg.split_k * M * N, dtype=torch.float32, device=dev)
             out = torch.empty(M, N, dtype=dt, device=dev)
             try:
                 g, _ = cycling(lambda w, cfg=cfg: skinny_linear(x, w, cfg=cfg, out=out, workspace=wsp, act=fused),
@@ -264,7 +239,7 @@ def main() -> int:
             best[(M, name, fused)] = cfg
             if not a.smoke:  # the same tiling launched as a programmatic dependent launch
                 pdl = dataclasses.replace(cfg, pdl=True)
-                wsp = torch.empty(workspace_size(cfg, M, N, K, sms), dtype=torch.float32, device=dev)
+                wsp = torch.empty(cfg.split_k * M * N, dtype=torch.float32, device=dev)
                 ms = _pdl_ms(lambda: cycling(lambda w: skinny_linear(x, w, cfg=pdl, workspace=wsp, act=fused), ws,
                                              calls, a.smoke)[0], a.reps)
                 row["best_pdl_us"] = round(ms * 1e3 / calls, 2) if isinstance(ms, float) else ms
@@ -277,8 +252,8 @@ def main() -> int:
             if not all((M, s, None) in best for s in shapes) or (M, "mlp_down", SILU_MUL) not in best:
                 continue
             x = {s: torch.randn(M, shapes[s][1], device=dev, dtype=dt) for s in shapes}
-            wsps = {s: torch.empty(max(workspace_size(cfg, M, *shapes[s], sms) for (m, name, _), cfg in best.items()
-                                       if m == M and name == s), dtype=torch.float32, device=dev) for s in shapes}
+            splits = {s: max(cfg.split_k for (m, name, _), cfg in best.items() if m == M and name == s) for s in shapes}
+            wsps = {s: torch.empty(splits[s] * M * shapes[s][0], dtype=torch.float32, device=dev) for s in shapes}
             count = {s: 0 for s in shapes}
 
             def nxt(s):

@@ -394,27 +394,10 @@ def test_bench_skinny_gemm_smoke(tmp_path):
     bench = [sys.executable, str(ROOT / "benchmark" / "ddtree" / "bench_skinny_gemm.py"), "--smoke", "--m", "17"]
     r = subprocess.run(bench + ["--tp", "5", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--tp: tp 5 does not split this model" in r.stderr and not out.exists(), r.stderr[-2000:]
-    for bad, msg in ((["--tiles", "64x128"], "--tiles: BNxBKxSTAGES"), (["--streamk", "0"], "--streamk: programs")):
-        r = subprocess.run(bench + bad + ["--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 2 and msg in r.stderr and not out.exists(), r.stderr[-2000:]
-    r = subprocess.run(bench + ["--tp", "2", "--streamk", "2", "--out", str(out)], env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(bench + ["--tp", "2", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(out.read_text())
     assert d["meta"]["tp"] == 2  # each rank's slice, widths / 64 in the smoke mode
-    # --streamk: a shape's sweep also timed a stream-K grid of its first tiling where the tiles do
-    # not divide evenly among that grid's programs (the smoke mode counts 4 multiprocessors)
-    from sglang_ddtree.kernels.skinny_gemm import Config, streamk_grid
-
-    with_sp = 0
-    for x in d["rows"]:
-        names = list(x["configs"])
-        cfg = Config.from_name(names[0] + "_sp2")
-        even = -(-x["n"] // cfg.BN) % streamk_grid(x["n"], x["k"], cfg, 4)[0] == 0
-        assert names == ([names[0]] if even else [names[0], names[0] + "_sp2"]), x
-        assert all(v > 0 for v in x["configs"].values()), x
-        with_sp += not even
-    assert with_sp >= 3
     assert {x["shape"]: x["n"] for x in d["rows"]}["mlp_gate_up"] == 2 * 17408 // 2 // 64
     assert len(d["rows"]) == 9 and [x["shape"] for x in d["rows"] if x["act"]] == ["mlp_down"] and {x["shape"] for x in d["rows"]} >= {"mlp_gate_up", "lm_head"}
     for x in d["rows"]:

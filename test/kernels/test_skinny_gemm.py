@@ -10,8 +10,7 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import (Config, multiprocessors, silu_mul_reference, skinny_linear,
-                                               skinny_linear_reference, streamk_counters, streamk_grid)
+from sglang_ddtree.kernels.skinny_gemm import Config, silu_mul_reference, skinny_linear, skinny_linear_reference
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -92,105 +91,12 @@ def test_every_tiling_gives_the_same_sums(cfg):
 
 
 def test_config_names_round_trip():
-    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True),
-                Config(streamk=2), Config(streamk=1, pdl=True)):
+    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True)):
         assert Config.from_name(cfg.name()) == cfg
-    assert Config(streamk=2).name() == "bn64_bk128_sk1_st4_w4_sp2"
     for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4",
-                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl", "bn64_bk128_sk1_st4_w4_sp0",
-                "bn64_bk128_sk2_st4_w4_sp1", "bn64_bk128_sk1_st4_w4_spx", "bn64_bk128_sk1_st4_w4_sp1_sp1"):
+                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl"):
         with pytest.raises(ValueError, match="tiling name"):
             Config.from_name(bad)
-    with pytest.raises(ValueError, match="split_k 1"):
-        Config(split_k=2, streamk=1)
-
-
-# (M, N, K, BN, BK, programs per multiprocessor): the interpreter counts 4 multiprocessors, so
-# these grids share tiles between programs in every pattern: a tile split over two and over
-# several programs, programs with a partial first and last tile and whole tiles between, N not a
-# multiple of BN, and one block per program.
-STREAMK = [(16, 96, 256, 64, 32, 1), (17, 130, 512, 64, 32, 1), (5, 40, 1024, 16, 32, 3),
-           (3, 200, 128, 16, 32, 1), (3, 200, 128, 32, 32, 2), (64, 72, 128, 32, 32, 8), (1, 64, 96, 16, 32, 4)]
-if HAS_CUDA:
-    STREAMK += [(16, 5120, 17408, 64, 128, 1), (17, 16384, 5120, 64, 128, 2), (16, 96, 5120, 64, 128, 1)]
-
-
-@kernels_here
-@pytest.mark.parametrize("M,N,K,BN,BK,P", STREAMK)
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_streamk_matches_float64_reference_and_leaves_counters_zero(M, N, K, BN, BK, P, bias, dtype):
-    """A stream-K grid (tiles shared between programs and finished by the last one) gives the
-    float64 product within the split-K bound, writes every output element, and leaves its tile
-    counters at zero, so a second launch (a graph replay) gives the same bits."""
-    x, w, b = _inputs(M, N, K, dtype, seed=M * 5 + N + K + P, bias=bias)
-    cfg = Config(BN=BN, BK=BK, num_stages=2, streamk=P)
-    programs, units, k_iters = streamk_grid(N, K, cfg, multiprocessors(torch.device(DEV)))
-    assert programs * units >= -(-N // BN) * k_iters > (programs - 1) * units
-    out = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
-    # The workspace poisoned: a tile summed before all its partials are written reads NaN.
-    ws = torch.full((2 * programs * M * BN,), float("nan"), dtype=torch.float32, device=DEV)
-    y = skinny_linear(x, w, b, cfg, out=out, workspace=ws)
-    assert y.data_ptr() == out.data_ptr() and not torch.isnan(y).any()
-    assert _rel(y.cpu(), _reference64(x, w, b)) < 1e-2
-    assert not streamk_counters(w, BN).any()
-    ws.fill_(float("nan"))
-    assert torch.equal(skinny_linear(x, w, b, cfg, workspace=ws), y)
-
-
-@kernels_here
-def test_streamk_shares_tiles_and_sums_as_the_one_program_tiling_does():
-    """Integer-valued fp16 inputs (exact fp32 sums): the stream-K grid, whose programs split the
-    tiles' K ranges, gives the same bits as the plain tiling and the exact product; the grid
-    here really splits tiles (more programs than tiles)."""
-    g = torch.Generator().manual_seed(11)
-    M, N, K = 7, 70, 512
-    x = torch.randint(-4, 5, (M, K), generator=g).to(torch.float16).to(DEV)
-    w = torch.randint(-4, 5, (N, K), generator=g).to(torch.float16).to(DEV)
-    want = (x.double().cpu() @ w.double().cpu().T).to(torch.float16)
-    cfg = Config(BN=32, BK=32, num_stages=2, streamk=4 if not HAS_CUDA else 1)
-    programs, _, _ = streamk_grid(N, K, cfg, multiprocessors(torch.device(DEV)))
-    assert programs > -(-N // 32)
-    assert torch.equal(skinny_linear(x, w, cfg=cfg).cpu(), want)
-    assert torch.equal(skinny_linear(x, w, cfg=Config(BN=32, BK=32, num_stages=2)).cpu(), want)
-
-
-@pytest.mark.skipif(not HAS_CUDA, reason="CUDA graphs and concurrent programs need a GPU")
-def test_streamk_replays_in_a_cuda_graph_with_the_same_bits():
-    """Captured once, replayed many times (programs finishing in any order on the GPU), with new
-    tokens each time: every replay gives the eager launch's bits for them and leaves the counters
-    zero (they exist before the capture: no memset in the graph)."""
-    from sglang_ddtree.testing.cuda_graph import capture
-
-    x, w, _ = _inputs(16, 16384, 5120, torch.bfloat16, seed=9, bias=False)
-    cfg = Config(BN=64, BK=128, num_stages=4, streamk=2)
-    programs, _, _ = streamk_grid(16384, 5120, cfg, multiprocessors(torch.device(DEV)))
-    ws = torch.empty(2 * programs * 16 * 64, dtype=torch.float32, device=DEV)
-    graph, out = capture(lambda: skinny_linear(x, w, cfg=cfg, workspace=ws))
-    g = torch.Generator().manual_seed(10)
-    for i in range(20):
-        # new tokens each replay, and the workspace poisoned: a tile summed early reads NaN or
-        # the previous replay's partials
-        x.copy_(torch.randn(x.shape, generator=g).to(x.dtype))
-        want = skinny_linear(x, w, cfg=cfg)
-        ws.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, want), i
-        assert not streamk_counters(w, 64).any()
-    assert _rel(want.cpu(), _reference64(x, w, None)) < 1e-2
-
-
-@kernels_here
-def test_streamk_silu_mul_in_the_product():
-    g = torch.Generator().manual_seed(3)
-    M, N, K = 16, 96, 256
-    dtype = DTYPES[-1]
-    x = (torch.randn(M, 2 * K, generator=g) * 2).to(dtype).to(DEV)
-    w = (torch.randn(N, K, generator=g) / K ** 0.5).to(dtype).to(DEV)
-    y = skinny_linear(x, w, cfg=Config(BN=32, BK=32, num_stages=2, streamk=2), act="silu_mul")
-    assert not torch.isnan(y).any()
-    assert _rel(y.cpu(), _reference64(silu_mul_reference(x.cpu()), w, None)) < 1e-2
 
 
 def test_bad_arguments_are_refused():
@@ -212,6 +118,3 @@ def test_bad_arguments_are_refused():
         skinny_linear(x, w, act="silu_mul")
     with pytest.raises(ValueError, match="bias"):
         skinny_linear(x, w, torch.zeros(7, dtype=torch.bfloat16), cfg=Config(BK=64))
-    with pytest.raises(ValueError, match="N >= 1 and K >= BK"):
-        skinny_linear(torch.zeros(4, 0, dtype=torch.bfloat16), torch.zeros(8, 0, dtype=torch.bfloat16),
-                      cfg=Config(BK=64, streamk=1))

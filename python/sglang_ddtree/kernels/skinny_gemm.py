@@ -15,24 +15,13 @@ by memory. The kernel walks the weight in tiles of ``[BN, BK]`` rows x columns, 
 the tokens' ``[BK, BM]`` slice (tensor cores, the tokens padded to BM), and splits K over
 ``SPLIT_K`` programs when N alone gives too few tiles to keep the card's memory busy: the partial
 sums go to an fp32 workspace ``[SPLIT_K, M, N]`` that a second kernel adds in a fixed order (the
-result does not depend on scheduling).
-
-``Config.streamk = P`` runs the product as a stream-K grid instead: ``P`` programs per
-multiprocessor share the ``tiles x (K / BK)`` weight blocks in equal contiguous runs, so no wave of
-tiles runs part-empty at the end of the product. A tile whose K range two or more programs share
-is finished in the same launch: each writes its fp32 partial sum to the workspace, takes a ticket
-from the tile's counter, and the program holding the last ticket adds the partials in program
-order (the same bits whichever program finishes last) and resets the counter to 0. The counters
-are int32 zeros kept per weight (:func:`streamk_counters`) and are zero again after every launch,
-so the kernel replays in a CUDA graph without a memset.
-
-``Config`` holds one choice of tiles; ``skinny_linear`` takes one explicitly (the benchmark sweeps
-them per shape). Raises ValueError for inputs outside this contract.
+result does not depend on scheduling). ``Config`` holds one choice of tiles; ``skinny_linear``
+takes one explicitly (the benchmark sweeps them per shape). Raises ValueError for inputs outside
+this contract.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -56,8 +45,7 @@ class Config:
     ``pdl``: launched as a programmatic dependent launch (sm_90 and later): the kernel may start
     while the previous one finishes and waits for it (``griddepcontrol.wait``) before its first
     load, so its launch overlaps the previous kernel's tail; it lets the next kernel start after
-    its main loop. ``streamk``: 0, or programs per multiprocessor of a stream-K grid (module
-    docstring; with ``split_k`` 1)."""
+    its main loop."""
 
     BN: int = 64
     BK: int = 128
@@ -65,29 +53,17 @@ class Config:
     num_stages: int = 4
     num_warps: int = 4
     pdl: bool = False
-    streamk: int = 0
-
-    def __post_init__(self):
-        if self.streamk < 0 or (self.streamk and self.split_k != 1):
-            raise ValueError(f"skinny_gemm Config: streamk {self.streamk} needs split_k 1 (got {self.split_k})")
 
     def name(self) -> str:
         base = "_".join(f"{tag}{getattr(self, key)}" for key, tag in _NAME_TAGS.items())
-        if self.streamk:
-            base += f"_sp{self.streamk}"
         return base + "_pdl" if self.pdl else base
 
     @classmethod
     def from_name(cls, name: str) -> "Config":
-        """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._sp<P>`` a stream-K grid,
-        ``..._pdl``) -> Config. ValueError otherwise."""
+        """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
+        otherwise."""
         pdl = name.endswith("_pdl")
         parts = (name[: -len("_pdl")] if pdl else name).split("_")
-        streamk = 0
-        if len(parts) == len(_NAME_TAGS) + 1 and parts[-1].startswith("sp") and parts[-1][2:].isdigit():
-            streamk = int(parts.pop()[2:])
-            if streamk == 0:
-                raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
         if len(parts) != len(_NAME_TAGS):
             raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
         values = {}
@@ -95,30 +71,7 @@ class Config:
             if not part.startswith(tag) or not part[len(tag):].isdigit():
                 raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
             values[key] = int(part[len(tag):])
-        if streamk and values["split_k"] != 1:
-            raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
-        return cls(**values, pdl=pdl, streamk=streamk)
-
-
-@triton.jit
-def _dot_blocks(wp, xp, n_ok, m_ok, K, k_lo, k_hi, BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
-                SILU_MUL: tl.constexpr):
-    """``[BN, BM]`` fp32: ``(k_hi - k_lo) / BK`` blocks of BK columns, from the pointers on, of the
-    weight tile at ``wp`` (``[BN, BK]`` pointers) times the tokens' slice at ``xp`` (``[BK, BM]``);
-    with ``SILU_MUL`` the tokens' slice is ``silu(gate) * up``, ``up`` K columns after ``gate``,
-    rounded to the weight's dtype."""
-    acc = tl.zeros((BN, BM), dtype=tl.float32)
-    for _ in range(k_lo, k_hi, BK):
-        wt = tl.load(wp, mask=n_ok[:, None], other=0.0, eviction_policy="evict_first")
-        xt = tl.load(xp, mask=m_ok[None, :], other=0.0)
-        if SILU_MUL:
-            gate = xt.to(tl.float32)
-            up = tl.load(xp + K, mask=m_ok[None, :], other=0.0).to(tl.float32)
-            xt = (gate / (1.0 + tl.exp(-gate)) * up).to(wt.dtype)
-        acc = tl.dot(wt, xt, acc)
-        wp += BK
-        xp += BK
-    return acc
+        return cls(**values, pdl=pdl)
 
 
 @triton.jit
@@ -139,7 +92,17 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
     k0 = pid_k * K_SPLIT
     wp = w + rn.to(tl.int64)[:, None] * sw_n + (k0 + rk)[None, :]
     xp = x + rm[None, :] * sx_m + (k0 + rk)[:, None]
-    acc = _dot_blocks(wp, xp, n_ok, m_ok, K, 0, K_SPLIT, BN, BM, BK, SILU_MUL)
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for _ in range(0, K_SPLIT, BK):
+        wt = tl.load(wp, mask=n_ok[:, None], other=0.0, eviction_policy="evict_first")
+        xt = tl.load(xp, mask=m_ok[None, :], other=0.0)
+        if SILU_MUL:
+            gate = xt.to(tl.float32)
+            up = tl.load(xp + K, mask=m_ok[None, :], other=0.0).to(tl.float32)
+            xt = (gate / (1.0 + tl.exp(-gate)) * up).to(wt.dtype)
+        acc = tl.dot(wt, xt, acc)
+        wp += BK
+        xp += BK
     if PDL:
         gdc_launch_dependents()
     if SPLIT_K == 1:
@@ -167,111 +130,6 @@ def _split_sum_kernel(ws, b, y, M, N, sy_m, SPLIT_K: tl.constexpr, BLOCK: tl.con
     if HAS_BIAS:
         acc += tl.load(b + rn, mask=ok, other=0.0).to(tl.float32)
     tl.store(y + m * sy_m + rn, acc.to(y.dtype.element_ty), mask=ok)
-
-
-@triton.jit
-def _skinny_streamk_kernel(x, w, b, y, ws, cnt, M, N, K, sx_m, sw_n, sy_m, K_ITERS, UNITS,
-                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr,
-                           SILU_MUL: tl.constexpr, PDL: tl.constexpr):
-    """Grid (P,): program p sums weight blocks ``[p * UNITS, (p + 1) * UNITS)`` of the
-    ``cdiv(N, BN) * K_ITERS`` blocks, tile by tile (block u: rows ``(u // K_ITERS) * BN ...``,
-    columns ``(u % K_ITERS) * BK ...``). A tile it covers whole is stored; a tile it shares goes to
-    ``ws`` slot ``2 p`` (its first tile) or ``2 p + 1`` (its last), ``[M, BN]`` fp32 each, and
-    ``cnt[tile]`` hands out tickets: the last adds the slots of programs ``first .. last`` in
-    order, stores the tile and sets the counter back to 0."""
-    if PDL:
-        gdc_wait()
-    pid = tl.program_id(0)
-    n_tiles = tl.cdiv(N, BN)
-    start = pid * UNITS
-    end = tl.minimum(start + UNITS, n_tiles * K_ITERS)
-    rm = tl.arange(0, BM)
-    rk = tl.arange(0, BK)
-    rb = tl.arange(0, BN)
-    m_ok = rm < M
-    t_first = start // K_ITERS
-    for t in range(t_first, (end - 1) // K_ITERS + 1):
-        kb = tl.maximum(start - t * K_ITERS, 0)
-        ke = tl.minimum(end - t * K_ITERS, K_ITERS)
-        rn = t * BN + rb
-        n_ok = rn < N
-        wp = w + rn.to(tl.int64)[:, None] * sw_n + (kb * BK + rk)[None, :]
-        xp = x + rm[None, :] * sx_m + (kb * BK + rk)[:, None]
-        acc = _dot_blocks(wp, xp, n_ok, m_ok, K, kb * BK, ke * BK, BN, BM, BK, SILU_MUL)
-        out_mask = n_ok[:, None] & m_ok[None, :]
-        if (kb == 0) & (ke == K_ITERS):
-            if HAS_BIAS:
-                acc += tl.load(b + rn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
-            tl.store(y + rm[None, :] * sy_m + rn[:, None], acc.to(y.dtype.element_ty), mask=out_mask)
-        else:
-            slot = 2 * pid + (t != t_first).to(tl.int32)
-            tile_ws = rm[None, :] * BN + rb[:, None]
-            tl.store(ws + slot.to(tl.int64) * M * BN + tile_ws, acc, mask=out_mask)
-            tl.debug_barrier()  # every thread's partial is written before the ticket is taken
-            first = (t * K_ITERS) // UNITS
-            last = ((t + 1) * K_ITERS - 1) // UNITS
-            ticket = tl.atomic_add(cnt + t, 1, sem="acq_rel")
-            tl.debug_barrier()
-            if ticket == last - first:
-                total = tl.zeros((BN, BM), dtype=tl.float32)
-                for q in range(first, last + 1):
-                    q_slot = 2 * q + ((q * UNITS) // K_ITERS != t).to(tl.int32)
-                    total += tl.load(ws + q_slot.to(tl.int64) * M * BN + tile_ws, mask=out_mask, other=0.0,
-                                     cache_modifier=".cg")
-                if HAS_BIAS:
-                    total += tl.load(b + rn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
-                tl.store(y + rm[None, :] * sy_m + rn[:, None], total.to(y.dtype.element_ty), mask=out_mask)
-                tl.atomic_xchg(cnt + t, 0, sem="relaxed")
-    if PDL:
-        gdc_launch_dependents()
-
-
-def streamk_grid(N: int, K: int, cfg: "Config", sms: int):
-    """``(programs, UNITS, K_ITERS)`` of ``cfg``'s stream-K grid for a ``[N, K]`` weight on a GPU
-    of ``sms`` multiprocessors (module docstring)."""
-    k_iters = K // cfg.BK
-    blocks = triton.cdiv(N, cfg.BN) * k_iters
-    if blocks < 1:
-        raise ValueError(f"skinny_linear: a stream-K grid needs N >= 1 and K >= BK, got N = {N}, K = {K} ({cfg.name()})")
-    units = triton.cdiv(blocks, max(1, min(blocks, cfg.streamk * sms)))
-    return triton.cdiv(blocks, units), units, k_iters
-
-
-_COUNTERS: dict = {}
-
-
-def streamk_counters(weight: torch.Tensor, BN: int) -> torch.Tensor:
-    """The int32 tile counters of stream-K products with ``weight`` at ``BN``-row tiles, zeros,
-    one buffer per (weight, BN) kept for the process (the kernel leaves them zero). One first asked
-    for inside a CUDA graph capture belongs to that graph alone (its zero fill is a node of the
-    graph) and is not kept.
-    Two stream-K products with the same weight must not run at the same time (on two streams):
-    they would share the counters."""
-    key = (weight.device, weight.data_ptr(), tuple(weight.shape), BN)
-    c = _COUNTERS.get(key)
-    if c is None:
-        c = torch.zeros(triton.cdiv(weight.shape[0], BN), dtype=torch.int32, device=weight.device)
-        if not (weight.is_cuda and torch.cuda.is_current_stream_capturing()):
-            _COUNTERS[key] = c  # (one made in a capture is zeroed only when its graph replays: not shared)
-    return c
-
-
-@functools.lru_cache(maxsize=None)
-def multiprocessors(device: torch.device) -> int:
-    """The multiprocessors a stream-K grid spreads over on ``device``; 4 off CUDA (the
-    interpreter: a few programs, so that tiles are shared)."""
-    if device.type != "cuda":
-        return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def workspace_size(cfg: Config, M: int, N: int, K: int, sms: int) -> int:
-    """fp32 elements of ``cfg``'s workspace for ``M`` tokens and an ``[N, K]`` weight on ``sms``
-    multiprocessors: ``split_k * M * N`` for split-K, ``2 * programs * M * BN`` for a stream-K
-    grid (:func:`streamk_grid`), 0 otherwise."""
-    if cfg.streamk:
-        return 2 * streamk_grid(N, K, cfg, sms)[0] * M * cfg.BN
-    return cfg.split_k * M * N if cfg.split_k > 1 else 0
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], cfg: Optional[Config],
@@ -306,28 +164,18 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
                   workspace: Optional[torch.Tensor] = None, act: Optional[str] = None) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
-    :func:`workspace_size` elements where that is not 0 (allocated here when None or smaller)."""
+    ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None)."""
     _check(x, weight, bias, cfg, act)
     M, K = x.shape[0], weight.shape[1]
     N = weight.shape[0]
     y = out if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
     b = bias if bias is not None else y
-    sms = multiprocessors(x.device) if cfg.streamk else 0
-    need = workspace_size(cfg, M, N, K, sms)
-    if not need:
-        ws = y  # (not read)
-    elif workspace is not None and workspace.numel() >= need:
-        ws = workspace
+    if cfg.split_k > 1:
+        need = cfg.split_k * M * N
+        ws = workspace if workspace is not None and workspace.numel() >= need else \
+            torch.empty(need, dtype=torch.float32, device=x.device)
     else:
-        ws = torch.empty(need, dtype=torch.float32, device=x.device)
-    if cfg.streamk:
-        programs, units, k_iters = streamk_grid(N, K, cfg, sms)
-        _skinny_streamk_kernel[(programs,)](x, weight, b, y, ws, streamk_counters(weight, cfg.BN), M, N, K,
-                                            x.stride(0), weight.stride(0), y.stride(0), k_iters, units,
-                                            BM=block_m(M), BN=cfg.BN, BK=cfg.BK, HAS_BIAS=bias is not None,
-                                            SILU_MUL=act == SILU_MUL, PDL=cfg.pdl, num_stages=cfg.num_stages,
-                                            num_warps=cfg.num_warps, **({"launch_pdl": True} if cfg.pdl else {}))
-        return y
+        ws = y
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
                          y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
