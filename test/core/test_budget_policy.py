@@ -26,6 +26,7 @@ def _known(p, values):
     p._mean.update(values)
     for c in values:
         p._seen[c] = max(p._seen.get(c, 0), p.min_samples)
+        p._recorded[c] = max(p._recorded.get(c, 0), p.min_samples)
 
 
 def test_cost_interpolates_between_concurrencies_and_is_flat_outside():
@@ -93,6 +94,7 @@ def test_refresh_and_chain_steps():
     p = BudgetPolicy(t, refresh_every=3, flush_every=1, **ONE)
     for c, v in {8: 1.0, 32: 1.0, CHAIN: 5.0}.items():
         p._update(c, v, 1)
+        p._recorded[c] = 1
     # The refresh at step 3 verifies the next budget above the chain (8), not the largest (32).
     assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 8, CHAIN, CHAIN, CHAIN]
     p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only
@@ -308,6 +310,11 @@ def test_exploration_lasts_until_every_candidate_has_min_samples():
     assert set(picks[15:]) == {8}  # (3 + 1) / 1.0 beats the chain's (1 + 1) / 0.9 and 32's 4 / 1.2
     q = BudgetPolicy(t, refresh_every=1000, flush_every=1, min_samples=16)
     assert _serve(q, 3, 8, {8: 3, 32: 3, CHAIN: 1}) == [32, 32, 8]
+    # Exploration counts recorded request-steps, not read-back ones: with read-backs every 8
+    # steps it still lasts 2 steps at 8 requests, and the step that completes it reads back at
+    # once (the first choice rests on all 16).
+    w = BudgetPolicy(t, refresh_every=1000, flush_every=8, min_samples=16)
+    assert _serve(w, 3, 8, {8: 3, 32: 3, CHAIN: 1}) == [32, 32, 8] and w.folded(8) == 16
     # The same first step with one request-step of evidence: the chain, on 0 vs 0.
     r = BudgetPolicy(t, refresh_every=1000, flush_every=1, **ONE)
     assert _serve(r, 3, 1, {32: 0, 8: 0, CHAIN: 0}) == [32, CHAIN, CHAIN]

@@ -31,8 +31,9 @@ accept many), so an estimate from a handful of request-steps can rank the candid
 and a candidate that is not chosen gets no new evidence. Hence:
 
 - **Exploration.** While any candidate at the batch size has fewer than ``min_samples``
-  request-steps folded into its estimate, the step verifies the largest candidate budget (it
-  gives every smaller budget and, through the shadow chain, the chain).
+  request-steps recorded, the step verifies the largest candidate budget (it gives every smaller
+  budget and, through the shadow chain, the chain); the step that completes it reads the
+  profile back at once, so the first choice rests on all of them.
 - **Refreshes.** Budgets larger than the one verified go stale. After ``refresh_every`` steps
   the policy verifies the next budget above its choice (the smallest tree when the choice is the
   chain) for ``refresh_samples`` request-steps in a row (a burst of ``ceil(refresh_samples / bs)``
@@ -92,6 +93,7 @@ class BudgetPolicy:
     _num: Dict[Choice, float] = field(default_factory=dict)  # decayed sum of accepted drafts
     _den: Dict[Choice, float] = field(default_factory=dict)  # decayed count of request-steps
     _seen: Dict[Choice, int] = field(default_factory=dict)  # request-steps folded in (undecayed)
+    _recorded: Dict[Choice, int] = field(default_factory=dict)  # request-steps recorded (host-known at once)
     _burst: Optional[Choice] = None  # the budget a refresh burst verifies
     _burst_left: int = 0  # request-steps that burst still verifies
     _sums: Optional[torch.Tensor] = None  # [candidates] accepted drafts since the last read-back (device)
@@ -128,6 +130,15 @@ class BudgetPolicy:
         """Request-steps folded into ``choice``'s estimate so far (0: never observed)."""
         return self._seen.get(choice, 0)
 
+    def recorded(self, choice: Choice) -> int:
+        """Request-steps recorded for ``choice`` so far, folded in or still on the device."""
+        return self._recorded.get(choice, 0)
+
+    def _explored(self, cands) -> bool:
+        """Every candidate has ``min_samples`` request-steps recorded (host-known: exploration
+        stops without waiting for a read-back)."""
+        return all(self.recorded(c) >= self.min_samples for c in cands)
+
     def choose(self, bs: int) -> Choice:
         """The candidate with the most expected tokens per ms at batch size ``bs`` (among
         :meth:`candidates_at`); the largest budget of those while any of them has fewer than
@@ -139,7 +150,7 @@ class BudgetPolicy:
         if not trees:  # no budget measured at this many requests: the chain, nothing to explore
             self._last_best = CHAIN
             return CHAIN
-        if any(self.folded(c) < self.min_samples for c in cands):
+        if not self._explored(cands):
             self._last_refresh = self.steps
             return max(trees)
         if self._burst is not None:
@@ -209,14 +220,17 @@ class BudgetPolicy:
             self._budgets_dev = torch.tensor(self.budgets, dtype=torch.int64, device=device)
         if verified == CHAIN:
             self._counts[0] += bs
+            self._recorded[CHAIN] = self.recorded(CHAIN) + bs
             return self._sums, self._budgets_dev[:0], 0, 1
         off = 1 if self.chain else 0
         known = sum(1 for b in self.budgets if b <= int(verified))
         for i in range(off, off + known):
             self._counts[i] += bs
+            self._recorded[self.budgets[i - off]] = self.recorded(self.budgets[i - off]) + bs
         chain_sum = 2 if self.chain and with_chain else 0
         if chain_sum:
             self._counts[0] += bs
+            self._recorded[CHAIN] = self.recorded(CHAIN) + bs
         return self._sums, self._budgets_dev[:known], off, chain_sum
 
     def end_record(self, bs: int) -> None:
@@ -227,7 +241,11 @@ class BudgetPolicy:
         # most expensive step): read back at once rather than after flush_every such steps. (Only
         # the candidates at this batch size: a budget never chosen at it would force a wait
         # on every step.)
-        if any(self.expected(c) is None for c in self.candidates_at(bs)):
+        # The step that completes the exploration reads back at once too (once): the first choice
+        # then rests on every explored request-step.
+        cands = self.candidates_at(bs)
+        if any(self.expected(c) is None for c in cands) or (
+                self._explored(cands) and any(self.folded(c) < self.min_samples for c in cands)):
             self.flush()
         elif self._pending >= self.flush_every:
             self._start_readback()
