@@ -46,7 +46,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, block_m, skinny_linear  # noqa: E402
+from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, m_tiles, skinny_linear  # noqa: E402
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,14 +70,16 @@ def configs(M: int, N: int, K: int, sms: int, smem: int = 200 * 1024):
     """The tilings swept at one shape: ``TILES`` (BN, BK, stages) x split_k 1 / 2 / 4 / 8, with the
     stages' operand tiles within ``smem`` bytes (the device's shared memory per block: ~227 KiB on
     sm_90, ~99 KiB on sm_120, less a margin), K divisible, and no more than eight programs per
-    multiprocessor."""
-    bm = block_m(M)
-    for (BN, BK, st), sk in itertools.product(TILES, (1, 2, 4, 8)):
-        if (BN * BK + BK * bm) * 2 * st > smem or K % (BK * sk):
+    multiprocessor; where ``M`` is at most 16 past a 16 / 32 / 64-token tile, each also with the
+    tail tile (``Config.tail``: that tile and a 16-token tail instead of the next tile up)."""
+    tails = (False, True) if m_tiles(M, True)[1] else (False,)
+    for (BN, BK, st), sk, tail in itertools.product(TILES, (1, 2, 4, 8), tails):
+        rows = sum(m_tiles(M, tail))
+        if (BN * BK + BK * rows) * 2 * st > smem or K % (BK * sk):
             continue
         if sk > 1 and math.ceil(N / BN) * sk > 8 * sms:
             continue
-        yield Config(BN=BN, BK=BK, split_k=sk, num_stages=st, num_warps=8 if BN == 256 else 4)
+        yield Config(BN=BN, BK=BK, split_k=sk, num_stages=st, num_warps=8 if BN == 256 else 4, tail=tail)
 
 
 class _Eager:

@@ -10,7 +10,8 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import Config, silu_mul_reference, skinny_linear, skinny_linear_reference
+from sglang_ddtree.kernels.skinny_gemm import (Config, m_tiles, silu_mul_reference, skinny_linear,
+                                               skinny_linear_reference)
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -18,7 +19,7 @@ test_in_triton_interpreter = interpreter_test(__file__)
 SHAPES = [(1, 40, 128), (16, 96, 256), (17, 130, 512), (33, 64, 256), (64, 72, 128), (65, 40, 128)]
 DTYPES = [torch.float16]
 if HAS_CUDA:
-    SHAPES += [(17, 5120, 17408), (16, 34816, 5120), (3, 96, 5120), (65, 16384, 5120)]
+    SHAPES += [(17, 5120, 17408), (16, 34816, 5120), (3, 96, 5120), (65, 16384, 5120), (68, 5120, 6144)]
     DTYPES += [torch.bfloat16]
 
 
@@ -40,13 +41,13 @@ def _reference64(x, w, b):
 
 
 @kernels_here
-@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("M,N,K,tail", [(*s, False) for s in SHAPES] + [(*s, True) for s in SHAPES if m_tiles(s[0], True)[1]])
 @pytest.mark.parametrize("split_k", [1, 2, 4])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_matches_float64_reference(M, N, K, split_k, bias, dtype):
+def test_matches_float64_reference(M, N, K, split_k, bias, dtype, tail):
     x, w, b = _inputs(M, N, K, dtype, seed=M * 7 + N + K + split_k, bias=bias)
-    cfg = Config(BN=64, BK=32, split_k=split_k, num_stages=2)
+    cfg = Config(BN=64, BK=32, split_k=split_k, num_stages=2, tail=tail)
     out = torch.full((M, N), float("nan"), dtype=dtype, device=DEV)
     y = skinny_linear(x, w, b, cfg, out=out)
     assert y.data_ptr() == out.data_ptr() and y.shape == (M, N) and y.dtype == dtype
@@ -56,16 +57,17 @@ def test_matches_float64_reference(M, N, K, split_k, bias, dtype):
 
 
 @kernels_here
-@pytest.mark.parametrize("M,N,K", [(1, 40, 128), (17, 96, 256)] + ([(17, 5120, 17408)] if HAS_CUDA else []))
+@pytest.mark.parametrize("M,N,K,tail", [(1, 40, 128, False), (17, 96, 256, False), (17, 96, 256, True)]
+                         + ([(17, 5120, 17408, False), (65, 5120, 17408, True)] if HAS_CUDA else []))
 @pytest.mark.parametrize("split_k", [1, 2])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_silu_mul_in_the_product_matches_the_two_step_reference(M, N, K, split_k, dtype):
+def test_silu_mul_in_the_product_matches_the_two_step_reference(M, N, K, tail, split_k, dtype):
     """``act="silu_mul"``: the product of silu(gate) * up, formed and rounded as sglang's
     activation writes it, equals the activation's output multiplied in float64."""
     g = torch.Generator().manual_seed(M + N + split_k)
     x = (torch.randn(M, 2 * K, generator=g) * 2).to(dtype).to(DEV)
     w = (torch.randn(N, K, generator=g) / K ** 0.5).to(dtype).to(DEV)
-    y = skinny_linear(x, w, cfg=Config(BN=64, BK=32, split_k=split_k, num_stages=2), act="silu_mul")
+    y = skinny_linear(x, w, cfg=Config(BN=64, BK=32, split_k=split_k, num_stages=2, tail=tail), act="silu_mul")
     h = silu_mul_reference(x.cpu())
     assert h.shape == (M, K)
     assert not torch.isnan(y).any()
@@ -90,11 +92,38 @@ def test_every_tiling_gives_the_same_sums(cfg):
     assert torch.equal(skinny_linear(x, w, cfg=cfg).cpu(), want)
 
 
+@kernels_here
+@pytest.mark.parametrize("M", [17, 20, 40, 48, 65, 80])
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_the_tail_tile_gives_the_same_sums(M, split_k):
+    """Every token, the tail's included, gets the same bits with the tail tile as with the padded
+    one (exact fp16 products and sums, as above); outputs poisoned first."""
+    g = torch.Generator().manual_seed(M)
+    N, K = 70, 256
+    x = torch.randint(-4, 5, (M, K), generator=g).to(torch.float16).to(DEV)
+    w = torch.randint(-4, 5, (N, K), generator=g).to(torch.float16).to(DEV)
+    want = (x.double().cpu() @ w.double().cpu().T).to(torch.float16)
+    cfg = Config(BN=32, BK=64, split_k=split_k, num_stages=2)
+    for c in (cfg, Config(**{**cfg.__dict__, "tail": True})):
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEV)
+        assert torch.equal(skinny_linear(x, w, cfg=c, out=out).cpu(), want), c
+
+
+def test_m_tiles():
+    assert [m_tiles(m) for m in (1, 16, 17, 33, 64, 65, 128)] == [
+        (16, 0), (16, 0), (32, 0), (64, 0), (64, 0), (128, 0), (128, 0)]
+    assert [m_tiles(m, True) for m in (16, 17, 32, 33, 48, 49, 64, 65, 80, 81)] == [
+        (16, 0), (16, 16), (16, 16), (32, 16), (32, 16), (64, 0), (64, 0), (64, 16), (64, 16), (128, 0)]
+
+
 def test_config_names_round_trip():
-    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True)):
+    for cfg in (Config(), Config(BN=64, BK=128, split_k=4, num_stages=6, num_warps=8), Config(pdl=True),
+                Config(tail=True), Config(tail=True, pdl=True)):
         assert Config.from_name(cfg.name()) == cfg
+    assert Config(tail=True, pdl=True).name() == "bn64_bk128_sk1_st4_w4_tail_pdl"
     for bad in ("", "bn64", "bn64_bk128_sk1_st4", "bk64_bn128_sk1_st4_w4", "bn6x_bk128_sk1_st4_w4",
-                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl"):
+                "bn64_bk128_sk1_st4_w4_pdl_pdl", "bn64_bk128_sk1_st4_pdl", "bn64_bk128_sk1_st4_w4_pdl_tail",
+                "bn64_bk128_sk1_st4_w4_tail_tail"):
         with pytest.raises(ValueError, match="tiling name"):
             Config.from_name(bad)
 

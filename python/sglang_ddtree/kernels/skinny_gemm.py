@@ -15,7 +15,11 @@ by memory. The kernel walks the weight in tiles of ``[BN, BK]`` rows x columns, 
 the tokens' ``[BK, BM]`` slice (tensor cores, the tokens padded to BM), and splits K over
 ``SPLIT_K`` programs when N alone gives too few tiles to keep the card's memory busy: the partial
 sums go to an fp32 workspace ``[SPLIT_K, M, N]`` that a second kernel adds in a fixed order (the
-result does not depend on scheduling). ``Config`` holds one choice of tiles; ``skinny_linear``
+result does not depend on scheduling). With ``Config.tail`` a token count just past a tile
+(17..32 past 16, 33..48 past 32, 65..80 past 64) is covered by that tile and a 16-token tail
+tile multiplied by the same weight tile (e.g. 65 tokens as 64 + 16 instead of a 128-token tile:
+fewer padded rows in shared memory and registers, so more stages fit). ``Config`` holds one
+choice of tiles; ``skinny_linear``
 takes one explicitly (the benchmark sweeps them per shape). Raises ValueError for inputs outside
 this contract.
 """
@@ -35,6 +39,7 @@ SILU_MUL = "silu_mul"  # act: silu(gate) * up formed inside the product
 ACTS = (None, SILU_MUL)
 # Config field -> its tag in Config.name(), in name order.
 _NAME_TAGS = dict(BN="bn", BK="bk", split_k="sk", num_stages="st", num_warps="w")
+TAIL = 16  # the tail tile's tokens (Config.tail)
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,8 @@ class Config:
     ``pdl``: launched as a programmatic dependent launch (sm_90 and later): the kernel may start
     while the previous one finishes and waits for it (``griddepcontrol.wait``) before its first
     load, so its launch overlaps the previous kernel's tail; it lets the next kernel start after
-    its main loop."""
+    its main loop. ``tail``: the tokens as a tile and a 16-token tail where that covers them
+    (:func:`m_tiles`; the module docstring)."""
 
     BN: int = 64
     BK: int = 128
@@ -53,17 +59,20 @@ class Config:
     num_stages: int = 4
     num_warps: int = 4
     pdl: bool = False
+    tail: bool = False
 
     def name(self) -> str:
         base = "_".join(f"{tag}{getattr(self, key)}" for key, tag in _NAME_TAGS.items())
-        return base + "_pdl" if self.pdl else base
+        return base + ("_tail" if self.tail else "") + ("_pdl" if self.pdl else "")
 
     @classmethod
     def from_name(cls, name: str) -> "Config":
-        """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._pdl``) -> Config. ValueError
-        otherwise."""
+        """:meth:`name`'s inverse: ``"bn64_bk128_sk2_st4_w4"`` (``..._tail``, ``..._pdl``, in that
+        order) -> Config. ValueError otherwise."""
         pdl = name.endswith("_pdl")
-        parts = (name[: -len("_pdl")] if pdl else name).split("_")
+        name_ = name[: -len("_pdl")] if pdl else name
+        tail = name_.endswith("_tail")
+        parts = (name_[: -len("_tail")] if tail else name_).split("_")
         if len(parts) != len(_NAME_TAGS):
             raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
         values = {}
@@ -71,15 +80,16 @@ class Config:
             if not part.startswith(tag) or not part[len(tag):].isdigit():
                 raise ValueError(f"not a skinny_gemm tiling name: {name!r}")
             values[key] = int(part[len(tag):])
-        return cls(**values, pdl=pdl)
+        return cls(**values, pdl=pdl, tail=tail)
 
 
 @triton.jit
 def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, PDL: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, PDL: tl.constexpr, TAIL_M: tl.constexpr):
     """Grid (cdiv(N, BN), SPLIT_K). Program (n, s) sums ``K_SPLIT`` columns from ``s * K_SPLIT``
-    (a multiple of BK) for weight rows ``n * BN ...``."""
+    (a multiple of BK) for weight rows ``n * BN ...``, tokens ``0 .. BM`` and, where ``TAIL_M``,
+    ``BM .. BM + TAIL_M`` as a second product with the same weight tile."""
     if PDL:
         gdc_wait()
     pid_n = tl.program_id(0)
@@ -93,18 +103,42 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
     wp = w + rn.to(tl.int64)[:, None] * sw_n + (k0 + rk)[None, :]
     xp = x + rm[None, :] * sx_m + (k0 + rk)[:, None]
     acc = tl.zeros((BN, BM), dtype=tl.float32)
+    if TAIL_M:
+        rt = BM + tl.arange(0, TAIL_M)
+        t_ok = rt < M
+        xq = x + rt[None, :] * sx_m + (k0 + rk)[:, None]
+        acc_t = tl.zeros((BN, TAIL_M), dtype=tl.float32)
     for _ in range(0, K_SPLIT, BK):
         wt = tl.load(wp, mask=n_ok[:, None], other=0.0, eviction_policy="evict_first")
-        xt = tl.load(xp, mask=m_ok[None, :], other=0.0)
-        if SILU_MUL:
-            gate = xt.to(tl.float32)
-            up = tl.load(xp + K, mask=m_ok[None, :], other=0.0).to(tl.float32)
-            xt = (gate / (1.0 + tl.exp(-gate)) * up).to(wt.dtype)
-        acc = tl.dot(wt, xt, acc)
+        acc = tl.dot(wt, _tokens(xp, m_ok, K, SILU_MUL, wt.dtype), acc)
+        if TAIL_M:
+            acc_t = tl.dot(wt, _tokens(xq, t_ok, K, SILU_MUL, wt.dtype), acc_t)
+            xq += BK
         wp += BK
         xp += BK
     if PDL:
         gdc_launch_dependents()
+    _finish(acc, rm, m_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
+    if TAIL_M:
+        _finish(acc_t, rt, t_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
+
+
+@triton.jit
+def _tokens(xp, ok, K, SILU_MUL: tl.constexpr, dtype: tl.constexpr):
+    """The tokens' ``[BK, rows]`` slice at ``xp`` (masked rows 0); with ``SILU_MUL`` silu(gate) *
+    up from the gate at ``xp`` and the up ``K`` columns on, formed in fp32, rounded to ``dtype``."""
+    xt = tl.load(xp, mask=ok[None, :], other=0.0)
+    if SILU_MUL:
+        gate = xt.to(tl.float32)
+        up = tl.load(xp + K, mask=ok[None, :], other=0.0).to(tl.float32)
+        xt = (gate / (1.0 + tl.exp(-gate)) * up).to(dtype)
+    return xt
+
+
+@triton.jit
+def _finish(acc, rm, m_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Store ``acc [BN, rows]`` for tokens ``rm``: to ``y`` (with the bias) without split-K, else
+    to the workspace's ``pid_k`` slice."""
     if SPLIT_K == 1:
         if HAS_BIAS:
             acc += tl.load(b + rn, mask=n_ok, other=0.0).to(tl.float32)[:, None]
@@ -160,6 +194,17 @@ def block_m(M: int) -> int:
     return 16 if M <= 16 else 32 if M <= 32 else 64 if M <= 64 else 128
 
 
+def m_tiles(M: int, tail: bool = False) -> tuple:
+    """``(BM, TAIL_M)``: the tokens' tile and the tail tile's tokens (0: none). With ``tail`` and
+    ``M`` at most 16 past a 16 / 32 / 64-token tile, that tile and a :data:`TAIL`-token tail;
+    else :func:`block_m` alone."""
+    if tail:
+        for bm in (16, 32, 64):
+            if bm < M <= bm + TAIL:
+                return bm, TAIL
+    return block_m(M), 0
+
+
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
                   workspace: Optional[torch.Tensor] = None, act: Optional[str] = None) -> torch.Tensor:
@@ -177,10 +222,11 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     else:
         ws = y
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
+    bm, tail = m_tiles(M, cfg.tail)
     _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
-                         y.stride(0), BM=block_m(M), BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
+                         y.stride(0), BM=bm, BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
                          HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == SILU_MUL,
-                         PDL=cfg.pdl, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                         PDL=cfg.pdl, TAIL_M=tail, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
                          **({"launch_pdl": True} if cfg.pdl else {}))
     if cfg.split_k > 1:
         _split_sum_kernel[(M, triton.cdiv(N, 1024))](ws, b, y, M, N, y.stride(0), SPLIT_K=cfg.split_k,
