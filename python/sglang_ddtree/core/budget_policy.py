@@ -82,7 +82,8 @@ class BudgetPolicy:
     # Steps between read-backs of the device-side sums. On a GPU the read-back is an
     # asynchronous copy to pinned memory, folded in once its event has completed (the profile
     # lags by about 2 x flush_every steps): a host sync in the worker would stall the overlap
-    # scheduler's next launch. Only while a candidate has no estimate does it read at once.
+    # scheduler's next launch. It reads at once only while a candidate has no estimate and on
+    # the step that completes the exploration.
     flush_every: int = 8
     # A tree must beat the chain's tokens per ms by more than this share (see the module docstring).
     chain_margin: float = CHAIN_MARGIN
@@ -142,7 +143,7 @@ class BudgetPolicy:
     def choose(self, bs: int) -> Choice:
         """The candidate with the most expected tokens per ms at batch size ``bs`` (among
         :meth:`candidates_at`); the largest budget of those while any of them has fewer than
-        ``min_samples`` request-steps behind its estimate, and the next budget above the choice
+        ``min_samples`` request-steps recorded, and the next budget above the choice
         in a refresh burst once per interval (the module docstring)."""
         self.steps += 1
         cands = self.candidates_at(bs)
