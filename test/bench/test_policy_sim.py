@@ -284,21 +284,26 @@ def test_cli_concurrency_json(tmp_path):
     assert [r["label"] for r in d[f"{TRACE}@4"]["fixed"]] == ["chain", "16", "64"]
 
 
-def test_auto_is_not_trapped_by_early_unlucky_steps(tmp_path):
-    """The drafter v1 GSM8K trace, replay_bench's order (2 warm-up requests, 2 rounds of 8) and
-    the committed step costs the GPU replays choose over: budget 16 serves 1.12x the chain's
-    tokens per ms, but the first steps accept nothing. Deciding on one request-step of evidence
-    with one-step refreshes, the policy settles on the chain (0.89x the best fixed choice; on the
-    H100 the same happened on the v2 GSM8K trace). With the defaults (min_samples request-steps
-    explored, refreshes of refresh_samples) auto serves within 3% of the best fixed choice."""
-    res = ps.main(["--trace", str(ROOT / "benchmark" / "ddtree" / "traces" / "gsm8k.pt"),
-                   "--table", *(str(ROOT / "benchmark" / "ddtree" / "results" / p / "step_cost.json")
-                                for p in ("2026-12-03c/call4b", "2026-12-04b/call1")),
-                   "--round-requests", "8", "--rounds", "2", "--warmup-requests", "2",
-                   "--variant", "base:min_samples=1,refresh_samples=1"])
-    row = next(iter(res.values()))
-    best = max(r["tokens_per_ms"] for r in row["fixed"])
-    auto, one_step = row["auto"]
-    assert row["best_fixed"] == "16"
-    assert auto["tokens_per_ms"] >= 0.97 * best, auto
-    assert one_step["tokens_per_ms"] < 0.9 * best and one_step["choices"].get("chain", 0) > 900, one_step
+def test_auto_is_not_trapped_by_early_unlucky_steps():
+    """The GSM8K traces (drafter v1 and v2) in replay_bench's order (2 or 4 warm-up requests, 2
+    rounds of 8) and the committed step costs the GPU replays choose over: budget 16 is the best
+    fixed choice, but the first steps accept nothing. Deciding on one request-step of evidence
+    with one-step refreshes the policy can settle on the chain, and does here (on the H100 it
+    did so on the v2 trace: 708 of 710 steps, results/2026-12-07b/call5); which orders trap it
+    depends on where its single refresh steps land. With the defaults (min_samples request-steps
+    explored, refreshes of refresh_samples) auto serves within 3% of the best fixed choice in
+    every one of these orders."""
+    one_step = []
+    for warmup in ("2", "4"):
+        res = ps.main(["--trace", *(str(ROOT / "benchmark" / "ddtree" / "traces" / t) for t in ("gsm8k.pt", "v2/gsm8k.pt")),
+                       "--table", *(str(ROOT / "benchmark" / "ddtree" / "results" / p / "step_cost.json")
+                                    for p in ("2026-12-03c/call4b", "2026-12-04b/call1")),
+                       "--round-requests", "8", "--rounds", "2", "--warmup-requests", warmup,
+                       "--variant", "base:min_samples=1,refresh_samples=1"])
+        for row in res.values():
+            best = max(r["tokens_per_ms"] for r in row["fixed"])
+            auto, old = row["auto"]
+            assert row["best_fixed"] == "16"
+            assert auto["tokens_per_ms"] >= 0.97 * best, auto
+            one_step.append(old["tokens_per_ms"] / best)
+    assert min(one_step) < 0.8, one_step  # the trap: the chain, ~0.78x budget 16

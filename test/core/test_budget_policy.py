@@ -90,7 +90,7 @@ def test_choice_explores_then_picks_the_best_tokens_per_ms():
 
 
 def test_refresh_and_chain_steps():
-    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 1.0)])
     p = BudgetPolicy(t, refresh_every=3, flush_every=1, **ONE)
     for c, v in {8: 1.0, 32: 1.0, CHAIN: 5.0}.items():
         p._update(c, v, 1)
@@ -115,7 +115,7 @@ def test_one_unlucky_first_step_does_not_trap_the_chain():
     chain 1. The first refresh of budget 8 must make it the choice: its estimate is the mean of
     its two steps (0 and 3), not the first step's 0 moved 1% towards 3 (the estimate rule alone:
     one request-step of evidence, one-step refreshes)."""
-    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 1.2), ("DDTREE-chain", 1, 0.9)])
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 1.2), ("DDTREE-chain", 1, 1.0)])
     p = BudgetPolicy(t, refresh_every=4, flush_every=1, **ONE)
     path = lambda n: torch.tensor([list(range(n + 1)) + [-1] * (8 - n)])  # noqa: E731
     assert p.choose(1) == 32
@@ -129,7 +129,7 @@ def test_one_unlucky_first_step_does_not_trap_the_chain():
         else:
             p.record(c, path(3), torch.tensor([3]), chain_accept=torch.tensor([1]))
     assert choices[:3] == [CHAIN] * 3 and choices[3] == 8  # the refresh
-    # (3 + 1) / 1.0 ms beats the chain's (1 + 1) / 0.9: no chain step after the refresh (one
+    # (3 + 1) / 1.0 ms beats the chain's (1 + 1) / 1.0: no chain step after the refresh (one
     # refresh of 32 follows the change of choice; 32 accepts no more than 8 and costs more).
     assert CHAIN not in choices[3:] and choices[4:].count(8) >= 7, choices
 
@@ -185,9 +185,9 @@ def test_refreshes_back_off_while_they_change_nothing():
     """A refresh verifies the next budget above the choice; while the refreshed profile leaves
     the choice as it was, the interval doubles (up to max_refresh_every); a refresh that changes
     the choice resets it."""
-    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 0.5)])
+    t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-32", 1, 2.0), ("DDTREE-chain", 1, 1.0)])
     p = BudgetPolicy(t, refresh_every=3, max_refresh_every=12, flush_every=1, **ONE)
-    _known(p, {8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 0.5 ms
+    _known(p, {8: 1.0, 32: 1.0, CHAIN: 5.0})  # the chain wins: 6 / 1.0 ms
     picks = [p.choose(1) for _ in range(40)]
     refreshes = [i + 1 for i, c in enumerate(picks) if c == 8]
     assert refreshes == [3, 9, 21, 33]  # intervals 3, 6, 12, then capped at 12
@@ -202,7 +202,7 @@ def test_refreshes_back_off_while_they_change_nothing():
             _known(p, {8: 20.0, 32: 1.0, CHAIN: 0.0})
     first = more.index(8)
     assert more[first + 1] == 8
-    assert more.index(32) - first == 3
+    assert more.index(32) - first == 3 * 2  # the interval times 32's cost over 8's (2.0 / 1.0 ms)
 
 
 def test_refreshes_climb_one_budget_at_a_time_and_stop_at_the_top():
@@ -326,7 +326,7 @@ def test_a_refresh_verifies_the_next_budget_for_refresh_samples_request_steps():
     show it pays (one unlucky step no longer decides), and the interval doubles while refreshes
     change nothing."""
     t = _table([("DDTREE-8", 1, 1.0), ("DDTREE-8", 4, 1.5), ("DDTREE-32", 1, 1.2), ("DDTREE-32", 4, 2.0),
-                ("DDTREE-chain", 1, 0.9), ("DDTREE-chain", 4, 1.4)])
+                ("DDTREE-chain", 1, 1.0), ("DDTREE-chain", 4, 1.4)])
     p = BudgetPolicy(t, refresh_every=10, max_refresh_every=40, flush_every=1, min_samples=1, refresh_samples=6)
     _known(p, {8: 0.0, 32: 0.0, CHAIN: 1.0})  # stale: trees looked worthless
     picks = _serve(p, 9, 1, {8: 0, 32: 0, CHAIN: 1})
@@ -342,7 +342,7 @@ def test_a_refresh_verifies_the_next_budget_for_refresh_samples_request_steps():
         p.record(c, torch.tensor([list(range(a + 1)) + [-1] * (16 - a)]), torch.tensor([a]),
                  chain_accept=torch.tensor([1]))
     assert burst == [8] * 6
-    assert p.choose(1) == 8  # 8 now pays: (2.5 + 1) / 1.0 vs (1 + 1) / 0.9
+    assert p.choose(1) == 8  # 8 now pays: (2.5 + 1) / 1.0 vs (1 + 1) / 1.0
     # At 4 requests a burst of 6 request-steps is 2 steps; refreshes that change nothing double
     # the interval (the next refresh looks above 8: budget 32, which accepts no more here).
     q = BudgetPolicy(t, refresh_every=4, max_refresh_every=16, flush_every=1, min_samples=1, refresh_samples=6)
@@ -353,3 +353,14 @@ def test_a_refresh_verifies_the_next_budget_for_refresh_samples_request_steps():
     assert all(picks[i + 1] == 32 and picks[i + 2] == 8 for i in runs)  # 2 steps each
     gaps = [b - a for a, b in zip(runs, runs[1:])]
     assert gaps == sorted(gaps) and gaps[-1] > gaps[0]  # backing off
+
+
+def test_a_dearer_refresh_waits_longer():
+    """A refresh whose step costs r times the choice's waits r times the interval, so refreshes
+    take about the same share of the time at every batch size: at 16 requests budget 64 costs
+    3x budget 16 and is refreshed a third as often."""
+    t = _table([("DDTREE-16", 16, 30.0), ("DDTREE-64", 16, 90.0), ("DDTREE-chain", 16, 28.0)])
+    p = BudgetPolicy(t, refresh_every=10, max_refresh_every=10, flush_every=1, **ONE)
+    _known(p, {16: 2.0, 64: 2.0, CHAIN: 1.0})  # 16 wins; 64 accepts no more
+    picks = [p.choose(16) for _ in range(95)]
+    assert [i + 1 for i, c in enumerate(picks) if c == 64] == [30, 60, 90]

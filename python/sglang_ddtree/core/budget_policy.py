@@ -39,7 +39,9 @@ and a candidate that is not chosen gets no new evidence. Hence:
   chain) for ``refresh_samples`` request-steps in a row (a burst of ``ceil(refresh_samples / bs)``
   steps), so the profile follows the traffic: a step up that now pays becomes the choice, and the
   next refresh looks one further. While refreshes leave the choice as it was, the interval
-  doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval.
+  doubles, up to ``max_refresh_every``; a refresh that changes it resets the interval. A
+  refresh whose step costs ``r`` times the choice's waits ``r`` intervals, so refreshes take
+  about the same share of the time at every batch size.
 
 Pure torch / python, no sglang import; the worker calls :meth:`BudgetPolicy.choose` before the
 tree is built and :meth:`BudgetPolicy.record` after acceptance.
@@ -167,22 +169,27 @@ class BudgetPolicy:
             self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
             self._judge_at = None
             self._burst = None
-        if self._burst is None and self._judge_at is None and self.steps - self._last_refresh >= self._interval:
+        # Every step keeps the estimates of the budgets up to the verified one current; only
+        # larger ones go stale. The refresh verifies the next budget above the choice, not the
+        # largest (whose step can cost several chain steps at high concurrency), and waits the
+        # interval times its step's cost over the choice's (a refresh takes about the same share
+        # of the time at every batch size). If the next one up now pays, it becomes the choice and
+        # the next refresh (the interval reset) looks one further. Nothing above: no refresh.
+        larger = [b for b in trees if best == CHAIN or b > best]
+        if larger and self._burst is None and self._judge_at is None and \
+                self.steps - self._last_refresh >= self._interval * self._cost_ratio(min(larger), best, bs):
             self._last_refresh = self.steps
-            # Every step keeps the estimates of the budgets up to the verified one current; only
-            # larger ones go stale. The refresh verifies the next budget above the choice, not
-            # the largest (whose step can cost several chain steps at high concurrency). If the
-            # next one up now pays, it becomes the choice and the next refresh (the interval
-            # reset) looks one further. Nothing above: no refresh.
-            larger = [b for b in trees if best == CHAIN or b > best]
-            if larger:
-                self._before, self._burst = best, min(larger)
-                self._burst_left = self.refresh_samples - bs
-                if self._burst_left <= 0:
-                    self._judge_at = self.steps + 2 * self.flush_every
-                return self._burst
+            self._before, self._burst = best, min(larger)
+            self._burst_left = self.refresh_samples - bs
+            if self._burst_left <= 0:
+                self._judge_at = self.steps + 2 * self.flush_every
+            return self._burst
         self._last_best = best
         return best
+
+    def _cost_ratio(self, refresh: Choice, best: Choice, bs: int) -> float:
+        """How many of the choice's steps one step of ``refresh`` costs at ``bs`` (at least 1)."""
+        return max(1.0, self.table.cost(refresh, bs) / self.table.cost(best, bs))
 
     def record(self, verified: Choice, accepted: torch.Tensor, accept_len: torch.Tensor,
                chain_accept: Optional[torch.Tensor] = None) -> None:
