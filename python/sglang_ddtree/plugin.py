@@ -41,6 +41,7 @@ def register() -> None:
         graph_guard,
         graph_init,
         input_checks,
+        kv_room_message,
         linear_tree_mode,
         linear_verify,
         mamba_scratch,
@@ -65,6 +66,7 @@ def register() -> None:
     conv_windows.register_conv_window_hook()
     linear_verify.register_linear_verify_hook()
     mamba_scratch.register_mamba_scratch_hooks()
+    kv_room_message.register_kv_room_message_hook()
     request_checks.register_request_check_hooks()
     input_checks.register_input_check_hooks()
     verify_graph_capture.register_verify_graph_capture_hook()

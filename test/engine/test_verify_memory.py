@@ -189,6 +189,11 @@ def test_launch_lowers_only_ddtrees_automatic_fraction(server_args_cls, monkeypa
     need = MARGIN * 1024 * ddtree.speculative_num_draft_tokens * per_position / MIB
     assert ddtree.speculative_num_draft_tokens == 16
     assert ddtree.mem_fraction_static == round(plain - need / gpu, 3) < plain
+    # What the launch error of compat/kv_room_message.py reports: the same need, nothing changed.
+    from sglang_ddtree.engine.verify_memory import server_need
+
+    before = ddtree.mem_fraction_static
+    assert server_need(ddtree, 16) == (pytest.approx(need), 1024, [16]) and ddtree.mem_fraction_static == before
     given = server_args_cls(**base, **spec, mem_fraction_static=0.5)
     assert given.mem_fraction_static == 0.5
     # The launch-time mark is gone afterwards (vars(server_args) is what /server_info reports).
@@ -205,3 +210,4 @@ def test_reserve_counts_each_width_at_its_own_batch():
     assert need * MIB == pytest.approx(MARGIN * (max(rows) * shared + sum(rows) * own))
     assert need < verify_reserve_mb(fp, 64, [16, 65, 257])  # uncapped: 64 x 257 shared
     assert verify_reserve_mb(fp, 8, [16, 257], {257: 16}) == verify_reserve_mb(fp, 8, [16, 257])
+

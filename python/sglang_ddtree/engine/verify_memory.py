@@ -186,10 +186,24 @@ def reserve_for_server(server_args, block_size: int, fraction_given: bool) -> Op
     auto, the batch size each width's graphs go up to. Returns the need in MiB."""
     from sglang.srt.utils.common import get_device_memory_capacity
 
+    gpu_mem = get_device_memory_capacity(server_args.device)
+    fp, widths, per_width = server_verify_shape(server_args, block_size)
+    return apply_verify_reserve(server_args, fraction_given, gpu_mem, widths, fp, per_width)
+
+
+def server_need(server_args, block_size: int) -> tuple:
+    """``(need in MiB, requests, verify widths)`` of a resolved DDTREE server's verify graphs, as
+    :func:`reserve_for_server` counts them (nothing changed)."""
+    fp, widths, per_width = server_verify_shape(server_args, block_size)
+    requests = planned_requests(server_args)
+    return verify_reserve_mb(fp, requests, widths, per_width), requests, sorted({int(w) for w in widths})
+
+
+def server_verify_shape(server_args, block_size: int) -> tuple:
+    """``(VerifyFootprint, verify widths, per-width batch caps)`` of a resolved DDTREE server."""
     from ..core.widths import largest_capture_bs
     from ..server_args import ddtree_verify_widths, ddtree_width_caps, is_hybrid_target
 
-    gpu_mem = get_device_memory_capacity(server_args.device)
     hybrid = is_hybrid_target(server_args)
     model_config = releases.model_config(server_args)
     # The verify runs through the decode or the prefill attention backend depending on the
@@ -209,5 +223,4 @@ def reserve_for_server(server_args, block_size: int, fraction_given: bool) -> Op
     bs_list = getattr(getattr(getattr(server_args, "cuda_graph_config", None), "decode", None), "bs", None)
     per_width = ({w: bs for w, bs in largest_capture_bs(bs_list, caps).items() if caps[w] is not None}
                  if bs_list else {})
-    return apply_verify_reserve(server_args, fraction_given, gpu_mem, ddtree_verify_widths(server_args, block_size, caps),
-                                fp, per_width)
+    return fp, ddtree_verify_widths(server_args, block_size, caps), per_width
