@@ -60,3 +60,14 @@ def test_other_errors_and_servers_pass_unchanged(monkeypatch, algo, text):
 def test_a_planner_that_fits_is_untouched(monkeypatch):
     _publish(monkeypatch)
     assert kv_room_message._profile_available_bytes(lambda self, pre: pre * 2, None, 21) == 42
+
+
+def test_a_need_that_cannot_be_computed_leaves_sglangs_error(monkeypatch):
+    _publish(monkeypatch)
+
+    def broken(server_args, block_size):
+        raise OSError("no step-cost table")
+    monkeypatch.setattr(verify_memory, "server_need", broken)
+    with pytest.raises(ValueError) as e:
+        kv_room_message._profile_available_bytes(_raises(SGLANG), None)
+    assert str(e.value) == SGLANG

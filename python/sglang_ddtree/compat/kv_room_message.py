@@ -42,7 +42,10 @@ def _profile_available_bytes(original, self, *args, **kwargs):
             raise
         from ..engine.verify_memory import server_need
 
-        need, requests, widths = server_need(server_args, published_drafter_block_size())
+        try:
+            need, requests, widths = server_need(server_args, published_drafter_block_size())
+        except Exception:  # the need cannot be computed here: sglang's own error, as it was
+            raise e from None
         raise ValueError(message(float(server_args.mem_fraction_static), need, requests, widths, str(e))) from e
 
 
