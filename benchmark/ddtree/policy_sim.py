@@ -416,13 +416,15 @@ def fixed_choices(table: StepCostTable, concurrency: int = 1) -> List[Choice]:
 
 
 def replay_order(n_requests: int, round_requests: Optional[int] = None, rounds: int = 1,
-                 warmup_requests: int = 0) -> Tuple[List[int], int]:
-    """``(order, untimed)`` as ``replay_bench.py`` sends requests at concurrency 1: a warm-up of
-    ``warmup_requests``, then ``rounds`` rounds of ``round_requests`` (default: all), trace
-    requests ``0, 1, ..., R - 1, 0, 1, ...`` in each; the warm-up is untimed."""
-    per = n_requests if round_requests is None else int(round_requests)
+                 warmup_requests: int = 0, concurrency: int = 1) -> Tuple[List[int], int]:
+    """``(order, untimed)`` as ``replay_bench.py`` sends requests at ``concurrency``: a warm-up of
+    ``warmup_requests`` (none if 0; else at least ``concurrency``), then ``rounds`` rounds of
+    ``round_requests`` (default: all; at least ``concurrency``), trace requests ``0, 1, ...,
+    R - 1, 0, 1, ...`` in each; the warm-up is untimed."""
+    per = max(concurrency, n_requests if round_requests is None else int(round_requests))
+    warm = max(concurrency, warmup_requests) if warmup_requests else 0
     cyc = lambda k: [j % n_requests for j in range(k)]  # noqa: E731
-    return cyc(warmup_requests) + cyc(per) * rounds, warmup_requests
+    return cyc(warm) + cyc(per) * rounds, warm
 
 
 def evaluate(requests: Sequence[RequestTrace], table: StepCostTable,
@@ -517,9 +519,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     results = {}
     for path in args.trace:
         ts = TraceSet.load(path)
-        order, untimed = replay_order(len(ts.requests), args.round_requests, args.rounds, args.warmup_requests)
         cache = OutcomeCache(ts.requests)
         for n in args.concurrency:
+            order, untimed = replay_order(len(ts.requests), args.round_requests, args.rounds, args.warmup_requests, n)
             out = evaluate(ts.requests, table, autos, order, untimed, concurrency=n, cache=cache)
             print(report(f"{path} ({len(ts.requests)} requests, {ts.positions} positions), concurrency {n}", out),
                   flush=True)

@@ -82,6 +82,10 @@ def test_untimed_warmup_and_order(cache):
     table = ps.table_from_costs(COSTS)
     order, untimed = ps.replay_order(6, round_requests=2, rounds=2, warmup_requests=3)
     assert (order, untimed) == ([0, 1, 2, 0, 1, 0, 1], 3)
+    # At 4 requests, as replay_bench.py sends them: a warm-up and rounds of at least 4 requests.
+    assert ps.replay_order(6, round_requests=2, rounds=2, warmup_requests=3, concurrency=4) == (
+        [0, 1, 2, 3] + [0, 1, 2, 3] * 2, 4)
+    assert ps.replay_order(6, concurrency=4) == ([0, 1, 2, 3, 4, 5], 0)  # trace order: no warm-up
     res = ps.serve(cache, table, pin=16, order=order, untimed=untimed)
     once = ps.serve(cache, table, pin=16, order=[0, 1])
     assert res.drafts == once.drafts * 2 and res.tokens == 2 * once.tokens

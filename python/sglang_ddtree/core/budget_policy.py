@@ -80,7 +80,7 @@ class BudgetPolicy:
     # Request-steps a candidate's estimate needs before it is compared (exploration), and that
     # a refresh verifies the next budget up for (the module docstring).
     min_samples: int = 24
-    refresh_samples: int = 8
+    refresh_samples: int = 16
     # Steps between read-backs of the device-side sums. On a GPU the read-back is an
     # asynchronous copy to pinned memory, folded in once its event has completed (the profile
     # lags by about 2 x flush_every steps): a host sync in the worker would stall the overlap
