@@ -36,9 +36,10 @@ ms to the best fixed choice's and, for auto, the batch steps per choice. At conc
 the row ``best fixed per request`` serves each request with the fixed choice cheapest for it
 (what a per-request choice could reach). By default every request is served once, in trace
 order; ``--round-requests / --rounds / --warmup-requests`` serve ``replay_bench.py``'s order
-instead (an untimed warm-up, then rounds cycling through the trace's first requests); the
-warm-up is served to its end before the timed requests start, and the timed rounds form one
-queue (no barrier between rounds).
+instead (an untimed warm-up, then rounds cycling through the trace's first requests, each at
+least one batch of ``--concurrency`` requests, :func:`replay_order`); the warm-up is served to
+its end before the timed requests start, and the timed rounds form one queue (no barrier between
+rounds).
 
 Exactness limits:
 
