@@ -43,14 +43,20 @@ sys.path.insert(0, str(ROOT / "python"))
 
 
 
-def _ddtree_counts(engine):
-    """DDTREE's step counters from ``/server_info`` (steps, graph-replayed verifies, and under
-    budget auto the steps per choice), flat; None for other engines or when unavailable."""
+def _ddtree_state(engine):
+    """The ``ddtree`` entry of the first scheduler's ``/server_info`` internal state; None for
+    other engines or when unavailable."""
     try:
         st = (engine.get_server_info().get("internal_states") or [{}])[0]
     except Exception:
         return None
-    dd = st.get("ddtree")
+    return st.get("ddtree") or None
+
+
+def _ddtree_counts(engine):
+    """DDTREE's step counters from ``/server_info`` (steps, graph-replayed verifies, and under
+    budget auto the steps per choice), flat; None for other engines or when unavailable."""
+    dd = _ddtree_state(engine)
     if not dd:
         return None
     out = {"steps": dd.get("steps", 0), "verify_cuda_graph_steps": dd.get("verify_cuda_graph_steps", 0)}
@@ -70,11 +76,7 @@ def policy_snapshot(engine):
     """Budget auto's state from ``/server_info`` (``BudgetPolicy.snapshot``: its estimates, the
     request-steps behind each, the refresh interval), without the step counters; None for
     other engines or when unavailable."""
-    try:
-        st = (engine.get_server_info().get("internal_states") or [{}])[0]
-    except Exception:
-        return None
-    pol = (st.get("ddtree") or {}).get("budget_policy")
+    pol = (_ddtree_state(engine) or {}).get("budget_policy")
     return {k: v for k, v in pol.items() if k != "steps_by_choice"} if pol else None
 
 

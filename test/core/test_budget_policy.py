@@ -26,7 +26,6 @@ def _known(p, values):
     p._mean.update(values)
     for c in values:
         p._seen[c] = max(p._seen.get(c, 0), p.min_samples)
-        p._recorded[c] = max(p._recorded.get(c, 0), p.min_samples)
 
 
 def test_cost_interpolates_between_concurrencies_and_is_flat_outside():
@@ -94,7 +93,6 @@ def test_refresh_and_chain_steps():
     p = BudgetPolicy(t, refresh_every=3, flush_every=1, **ONE)
     for c, v in {8: 1.0, 32: 1.0, CHAIN: 5.0}.items():
         p._update(c, v, 1)
-        p._recorded[c] = 1
     # The refresh at step 3 verifies the next budget above the chain (8), not the largest (32).
     assert [p.choose(1) for _ in range(6)] == [CHAIN, CHAIN, 8, CHAIN, CHAIN, CHAIN]
     p.record(CHAIN, torch.tensor([[0, 1, 2, -1]]), torch.tensor([2]))  # a chain step updates the chain only

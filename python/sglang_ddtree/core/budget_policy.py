@@ -12,8 +12,8 @@ size: a tree is chosen over the chain only when its value is more than ``chain_m
 above the chain's. The table's rows come from separate engines, whose step times differ by a few
 percent from engine to engine: more than the gap between a small tree and the chain. A tree step
 also carries the shadow chain and the profile's update; the chain step does not. A budget is a
-candidate only up to the largest concurrency the table measured it at (a sweep caps big budgets where they do not fit; their cost beyond is unknown,
-not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
+candidate only up to the largest concurrency the table measured it at (a sweep caps big budgets
+where they do not fit; their cost beyond is unknown, not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
 engine path and is not used.)
 
 The expected accepted drafts come from the running acceptance profile (per candidate the mean
@@ -96,7 +96,6 @@ class BudgetPolicy:
     _num: Dict[Choice, float] = field(default_factory=dict)  # decayed sum of accepted drafts
     _den: Dict[Choice, float] = field(default_factory=dict)  # decayed count of request-steps
     _seen: Dict[Choice, int] = field(default_factory=dict)  # request-steps folded in (undecayed)
-    _recorded: Dict[Choice, int] = field(default_factory=dict)  # request-steps recorded (host-known at once)
     _burst: Optional[Choice] = None  # the budget a refresh burst verifies
     _burst_left: int = 0  # request-steps that burst still verifies
     _sums: Optional[torch.Tensor] = None  # [candidates] accepted drafts since the last read-back (device)
@@ -134,8 +133,14 @@ class BudgetPolicy:
         return self._seen.get(choice, 0)
 
     def recorded(self, choice: Choice) -> int:
-        """Request-steps recorded for ``choice`` so far, folded in or still on the device."""
-        return self._recorded.get(choice, 0)
+        """Request-steps recorded for ``choice`` so far: folded in, or behind the device sums
+        (pending or in a read-back in flight)."""
+        if choice not in self.candidates():
+            return self.folded(choice)
+        i = self.candidates().index(choice)
+        pending = self._counts[i] if self._counts else 0
+        inflight = self._inflight[1][i] if self._inflight is not None else 0
+        return self.folded(choice) + pending + inflight
 
     def _explored(self, cands) -> bool:
         """Every candidate has ``min_samples`` request-steps recorded (host-known: exploration
@@ -168,7 +173,6 @@ class BudgetPolicy:
             same = best == self._before
             self._interval = min(2 * self._interval, self.max_refresh_every) if same else self.refresh_every
             self._judge_at = None
-            self._burst = None
         # Every step keeps the estimates of the budgets up to the verified one current; only
         # larger ones go stale. The refresh verifies the next budget above the choice, not the
         # largest (whose step can cost several chain steps at high concurrency), and waits the
@@ -176,7 +180,7 @@ class BudgetPolicy:
         # of the time at every batch size). If the next one up now pays, it becomes the choice and
         # the next refresh (the interval reset) looks one further. Nothing above: no refresh.
         larger = [b for b in trees if best == CHAIN or b > best]
-        if larger and self._burst is None and self._judge_at is None and \
+        if larger and self._judge_at is None and \
                 self.steps - self._last_refresh >= self._interval * self._cost_ratio(min(larger), best, bs):
             self._last_refresh = self.steps
             self._before, self._burst = best, min(larger)
@@ -228,17 +232,14 @@ class BudgetPolicy:
             self._budgets_dev = torch.tensor(self.budgets, dtype=torch.int64, device=device)
         if verified == CHAIN:
             self._counts[0] += bs
-            self._recorded[CHAIN] = self.recorded(CHAIN) + bs
             return self._sums, self._budgets_dev[:0], 0, 1
         off = 1 if self.chain else 0
         known = sum(1 for b in self.budgets if b <= int(verified))
         for i in range(off, off + known):
             self._counts[i] += bs
-            self._recorded[self.budgets[i - off]] = self.recorded(self.budgets[i - off]) + bs
         chain_sum = 2 if self.chain and with_chain else 0
         if chain_sum:
             self._counts[0] += bs
-            self._recorded[CHAIN] = self.recorded(CHAIN) + bs
         return self._sums, self._budgets_dev[:known], off, chain_sum
 
     def end_record(self, bs: int) -> None:

@@ -19,9 +19,8 @@ result does not depend on scheduling). With ``Config.tail`` a token count just p
 (17..32 past 16, 33..48 past 32, 65..80 past 64) is covered by that tile and a 16-token tail
 tile multiplied by the same weight tile (e.g. 65 tokens as 64 + 16 instead of a 128-token tile:
 fewer padded rows in shared memory and registers, so more stages fit). ``Config`` holds one
-choice of tiles; ``skinny_linear``
-takes one explicitly (the benchmark sweeps them per shape). Raises ValueError for inputs outside
-this contract.
+choice of tiles; ``skinny_linear`` takes one explicitly (the benchmark sweeps them per shape).
+Raises ValueError for inputs outside this contract.
 """
 
 from __future__ import annotations
