@@ -6,9 +6,10 @@
 # (cut first by the limit; auto against its pinned choices is read inside one engine).
 # results/2026-12-07c/call1.sh is the same at 1 and 4 requests in a whole call. Carry the bundle
 # and benchmark/ddtree/traces/v2/gsm8k.pt (assets' drafter and the other traces moved aside).
+# CONFIGS and PIN (defaults "DDTREE-auto DFLASH", "chain 16 64") trim it further.
 R=${OUT:?}
 END=${END:-420}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-TRACE=benchmark/ddtree/traces/v2/gsm8k.pt CONFIGS="DDTREE-auto DFLASH" CONC=1 DFLASH_CAP=1 \
-  PIN="chain 16 64" PHASES=1 LIMIT=$END DEADLINE=$(( END - 110 )) CASE_TIMEOUT=${CASE_TIMEOUT:-220} \
+TRACE=benchmark/ddtree/traces/v2/gsm8k.pt CONFIGS=${CONFIGS:-DDTREE-auto DFLASH} CONC=1 DFLASH_CAP=1 \
+  PIN=${PIN:-chain 16 64} PHASES=1 LIMIT=$END DEADLINE=$(( END - 110 )) CASE_TIMEOUT=${CASE_TIMEOUT:-220} \
   bash $(dirname "$0")/../2026-12-06/next-replay-v2.sh
