@@ -141,6 +141,14 @@ def planned_requests(server_args) -> int:
     return int(getattr(cfg, "max_bs", None) or 1)
 
 
+def verify_need(server_args, fp: VerifyFootprint, widths: Iterable[int],
+                per_width: Optional[Dict[int, int]] = None) -> tuple:
+    """``(need in MiB, requests, verify widths ascending)``: :func:`verify_reserve_mb` for the
+    :func:`planned_requests` of ``server_args``."""
+    requests = planned_requests(server_args)
+    return verify_reserve_mb(fp, requests, widths, per_width), requests, sorted({int(w) for w in widths})
+
+
 def lowered_fraction(fraction: float, gpu_mem_mb: float, need_mb: float) -> float:
     """``fraction`` less ``need_mb`` of ``gpu_mem_mb`` (3 decimals, as sglang rounds it)."""
     return round(fraction - need_mb / gpu_mem_mb, 3)
@@ -152,9 +160,7 @@ def apply_verify_reserve(server_args, fraction_given: bool, gpu_mem_mb: Optional
     leaves too little for it. Returns the need in MiB (None without a known device memory)."""
     if not gpu_mem_mb or server_args.mem_fraction_static is None:
         return None
-    requests = planned_requests(server_args)
-    widths = sorted({int(w) for w in widths})
-    need = verify_reserve_mb(fp, requests, widths, per_width)
+    need, requests, widths = verify_need(server_args, fp, widths, per_width)
     frac = float(server_args.mem_fraction_static)
     if not fraction_given:
         lowered = lowered_fraction(frac, gpu_mem_mb, need)
@@ -194,9 +200,7 @@ def reserve_for_server(server_args, block_size: int, fraction_given: bool) -> Op
 def server_need(server_args, block_size: int) -> tuple:
     """``(need in MiB, requests, verify widths)`` of a resolved DDTREE server's verify graphs, as
     :func:`reserve_for_server` counts them (nothing changed)."""
-    fp, widths, per_width = server_verify_shape(server_args, block_size)
-    requests = planned_requests(server_args)
-    return verify_reserve_mb(fp, requests, widths, per_width), requests, sorted({int(w) for w in widths})
+    return verify_need(server_args, *server_verify_shape(server_args, block_size))
 
 
 def server_verify_shape(server_args, block_size: int) -> tuple:
