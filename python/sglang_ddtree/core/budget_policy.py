@@ -13,8 +13,8 @@ above the chain's. The table's rows come from separate engines, whose step times
 percent from engine to engine: more than the gap between a small tree and the chain. A tree step
 also carries the shadow chain and the profile's update; the chain step does not. A budget is a
 candidate only up to the largest concurrency the table measured it at (a sweep caps big budgets
-where they do not fit; their cost beyond is unknown, not flat). (Costs are those of steps through this worker: the ``DFLASH`` row is a different
-engine path and is not used.)
+where they do not fit; their cost beyond is unknown, not flat). (Costs are those of steps through
+this worker: the ``DFLASH`` row is a different engine path and is not used.)
 
 The expected accepted drafts come from the running acceptance profile (per candidate the mean
 accepted drafts per request-step, each step weighted ``decay ** age`` and the sum divided by the
@@ -103,10 +103,9 @@ class BudgetPolicy:
     _budgets_dev: Optional[torch.Tensor] = None
     _pending: int = 0
     _interval: int = 0  # steps between refreshes now (refresh_every .. max_refresh_every)
-    _last_refresh: int = 0  # the step that last verified the largest budget
+    _last_refresh: int = 0  # the last step that explored or started a refresh
     _judge_at: Optional[int] = None  # the step that judges the last refresh (its data read back)
     _before: Optional[Choice] = None  # the choice before that refresh
-    _last_best: Optional[Choice] = None
     # An asynchronous read-back in flight: (host sums, counts behind them, "is it done?", wait).
     _inflight: Optional[tuple] = None
 
@@ -156,17 +155,13 @@ class BudgetPolicy:
         cands = self.candidates_at(bs)
         trees = [c for c in cands if c != CHAIN]
         if not trees:  # no budget measured at this many requests: the chain, nothing to explore
-            self._last_best = CHAIN
             return CHAIN
         if not self._explored(cands):
             self._last_refresh = self.steps
             return max(trees)
         if self._burst is not None:
             if self._burst in trees and self._burst_left > 0:
-                self._burst_left -= bs
-                if self._burst_left <= 0:  # judged once its last step has been read back
-                    self._judge_at = self.steps + 2 * self.flush_every
-                return self._burst
+                return self._burst_step(bs)
             self._burst = None  # a batch size that does not allow it: the burst ends here
         best = best_choice(self.table, self._mean, bs, cands, self.chain_margin)
         if self._judge_at is not None and self.steps >= self._judge_at:
@@ -183,13 +178,17 @@ class BudgetPolicy:
         if larger and self._judge_at is None and \
                 self.steps - self._last_refresh >= self._interval * self._cost_ratio(min(larger), best, bs):
             self._last_refresh = self.steps
-            self._before, self._burst = best, min(larger)
-            self._burst_left = self.refresh_samples - bs
-            if self._burst_left <= 0:
-                self._judge_at = self.steps + 2 * self.flush_every
-            return self._burst
-        self._last_best = best
+            self._before, self._burst, self._burst_left = best, min(larger), self.refresh_samples
+            return self._burst_step(bs)
         return best
+
+    def _burst_step(self, bs: int) -> Choice:
+        """A step of the refresh burst: ``bs`` of its request-steps verified; after its last one the
+        refresh is judged once that step's data has been read back."""
+        self._burst_left -= bs
+        if self._burst_left <= 0:
+            self._judge_at = self.steps + 2 * self.flush_every
+        return self._burst
 
     def _cost_ratio(self, refresh: Choice, best: Choice, bs: int) -> float:
         """How many of the choice's steps one step of ``refresh`` costs at ``bs`` (at least 1)."""
