@@ -15,7 +15,7 @@ from typing import Dict, List, Sequence, Union
 CHAIN = "chain"
 Choice = Union[int, str]  # a DDTREE budget, or CHAIN
 # A tree must beat the chain's tokens per ms by more than this share (budget_policy's docstring).
-CHAIN_MARGIN = 0.05
+CHAIN_MARGIN = 0.02
 
 
 @dataclass
