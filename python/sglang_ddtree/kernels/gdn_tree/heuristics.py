@@ -57,7 +57,8 @@ def _under_sms(c: Case) -> bool:
     return c.programs < c.sms
 
 
-# Measured: H200 (132 SMs), Qwen3.6-27B GDN shapes, 48 layers, bf16, depth bound 15, 2026-11-29 .. 12-01; benchmark/ddtree/RESULTS.md, tree GatedDeltaNet kernel table.
+# Measured on an H200 (132 SMs) at Qwen3.6-27B's GDN shapes (48 layers, bf16, depth bound 15), the
+# pairs_in_prep row of "fused" on an H100: benchmark/ddtree/RESULTS.md section 2.
 RULES = (
     #    option           value       when
     Rule("impl",          "fused",    lambda c: c.chunks <= 1),                       # chains: one node chunk
@@ -71,7 +72,7 @@ RULES = (
     Rule("qk_block",      16,         _twostage),
     Rule("qk_block",      None,       _always),                                       # the verify's block_t
     Rule("pairs_in_prep", True,       lambda c: _twostage(c) and c.nodes > 33),
-    Rule("pairs_in_prep", True,       lambda c: c.impl == "fused" and c.chunks == 1),  # H100, 2026-12-06
+    Rule("pairs_in_prep", True,       lambda c: c.impl == "fused" and c.chunks == 1),
     Rule("pairs_in_prep", False,      _always),
     Rule("pdl",           True,       lambda c: _twostage(c) and c.apply_programs <= 3 * c.sms),
     Rule("pdl",           False,      _always),
