@@ -83,12 +83,15 @@ class Config:
 
 
 @triton.jit
-def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
+def _skinny_kernel(x, w, b, y, ws, pf, M, N, K, K_SPLIT, sx_m, sw_n, sy_m, PF_PROGS,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, PDL: tl.constexpr, TAIL_M: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, SILU_MUL: tl.constexpr, PDL: tl.constexpr, TAIL_M: tl.constexpr,
+                   PF_LINES: tl.constexpr, PF_EVICT_LAST: tl.constexpr):
     """Grid (cdiv(N, BN), SPLIT_K). Program (n, s) sums ``K_SPLIT`` columns from ``s * K_SPLIT``
     (a multiple of BK) for weight rows ``n * BN ...``, tokens ``0 .. BM`` and, where ``TAIL_M``,
-    ``BM .. BM + TAIL_M`` as a second product with the same weight tile."""
+    ``BM .. BM + TAIL_M`` as a second product with the same weight tile. With ``PF_LINES``, the
+    last ``PF_PROGS`` programs (in launch order) each ask the L2 for ``PF_LINES`` 128-byte lines
+    of ``pf`` after their main loop: together the first ``PF_PROGS * PF_LINES * 128`` bytes."""
     if PDL:
         gdc_wait()
     pid_n = tl.program_id(0)
@@ -117,9 +120,33 @@ def _skinny_kernel(x, w, b, y, ws, M, N, K, K_SPLIT, sx_m, sw_n, sy_m,
         xp += BK
     if PDL:
         gdc_launch_dependents()
+    if PF_LINES:
+        rank = pid_k * tl.num_programs(0) + pid_n - (tl.num_programs(0) * SPLIT_K - PF_PROGS)
+        if rank >= 0:
+            _l2_prefetch(pf.to(tl.pointer_type(tl.int8)) + rank.to(tl.int64) * (PF_LINES * 128)
+                         + tl.arange(0, PF_LINES) * 128, PF_EVICT_LAST)
     _finish(acc, rm, m_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
     if TAIL_M:
         _finish(acc_t, rt, t_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
+
+
+@triton.jit
+def _l2_prefetch(ptrs, EVICT_LAST: tl.constexpr):
+    """Ask the L2 for the 128-byte lines at ``ptrs`` (PTX ``prefetch.global.L2``): no data moves
+    to the program, nothing waits for it, and a line already in the L2 costs nothing."""
+    if EVICT_LAST:
+        tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1]; // dummy $0", "=r,l", [ptrs],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // dummy $0", "=r,l", [ptrs],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_kernel(pf, PF_LINES: tl.constexpr, EVICT_LAST: tl.constexpr):
+    """Grid (programs,): program p asks the L2 for lines ``p * PF_LINES ...`` of ``pf``."""
+    _l2_prefetch(pf.to(tl.pointer_type(tl.int8)) + tl.program_id(0).to(tl.int64) * (PF_LINES * 128)
+                 + tl.arange(0, PF_LINES) * 128, EVICT_LAST)
 
 
 @triton.jit
@@ -204,11 +231,33 @@ def m_tiles(M: int, tail: bool = False) -> tuple:
     return block_m(M), 0
 
 
+def _prefetch_programs(t: Optional[torch.Tensor], nbytes: int, lines: int, most: int) -> int:
+    """How many programs of ``lines`` lines each cover ``nbytes`` of ``t`` (within ``t`` and at most
+    ``most``); 0 where there is nothing to prefetch or no GPU to ask."""
+    if t is None or nbytes <= 0 or not t.is_cuda or not t.is_contiguous():
+        return 0
+    return max(0, min(most, min(nbytes, t.numel() * t.element_size()) // (lines * 128)))
+
+
+def prefetch_l2(t: torch.Tensor, nbytes: int, lines: int = 1024, evict_last: bool = False) -> None:
+    """Ask the L2 for the first ``nbytes`` of contiguous ``t`` (rounded down to ``lines * 128``
+    bytes a program) in a kernel of its own; nothing where ``t`` is not a CUDA tensor."""
+    progs = _prefetch_programs(t, nbytes, lines, 1 << 20)
+    if progs:
+        _prefetch_kernel[(progs,)](t, PF_LINES=lines, EVICT_LAST=evict_last, num_warps=4)
+
+
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
-                  workspace: Optional[torch.Tensor] = None, act: Optional[str] = None) -> torch.Tensor:
+                  workspace: Optional[torch.Tensor] = None, act: Optional[str] = None,
+                  prefetch: Optional[torch.Tensor] = None, prefetch_bytes: int = 0, prefetch_lines: int = 1024,
+                  prefetch_evict_last: bool = False) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
-    ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None)."""
+    ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None).
+    ``prefetch``: a contiguous tensor the next kernels will read (the next product's weight): the
+    product's last programs ask the L2 for its first ``prefetch_bytes`` after their main loop, in
+    ``prefetch_lines`` 128-byte lines a program (a power of two), so those bytes load while the
+    kernels between the two products run. A hint: results do not depend on it."""
     _check(x, weight, bias, cfg, act)
     M, K = x.shape[0], weight.shape[1]
     N = weight.shape[0]
@@ -222,10 +271,13 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
         ws = y
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     bm, tail = m_tiles(M, cfg.tail)
-    _skinny_kernel[grid](x, weight, b, y, ws, M, N, K, K // cfg.split_k, x.stride(0), weight.stride(0),
-                         y.stride(0), BM=bm, BN=cfg.BN, BK=cfg.BK, SPLIT_K=cfg.split_k,
-                         HAS_BIAS=bias is not None and cfg.split_k == 1, SILU_MUL=act == SILU_MUL,
-                         PDL=cfg.pdl, TAIL_M=tail, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+    pf_progs = _prefetch_programs(prefetch, prefetch_bytes, prefetch_lines, grid[0] * grid[1])
+    _skinny_kernel[grid](x, weight, b, y, ws, prefetch if pf_progs else weight, M, N, K, K // cfg.split_k,
+                         x.stride(0), weight.stride(0), y.stride(0), pf_progs, BM=bm, BN=cfg.BN, BK=cfg.BK,
+                         SPLIT_K=cfg.split_k, HAS_BIAS=bias is not None and cfg.split_k == 1,
+                         SILU_MUL=act == SILU_MUL, PDL=cfg.pdl, TAIL_M=tail,
+                         PF_LINES=prefetch_lines if pf_progs else 0, PF_EVICT_LAST=prefetch_evict_last,
+                         num_stages=cfg.num_stages, num_warps=cfg.num_warps,
                          **({"launch_pdl": True} if cfg.pdl else {}))
     if cfg.split_k > 1:
         _split_sum_kernel[(M, triton.cdiv(N, 1024))](ws, b, y, M, N, y.stride(0), SPLIT_K=cfg.split_k,
