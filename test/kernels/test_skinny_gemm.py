@@ -10,8 +10,8 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import (Config, m_tiles, silu_mul_reference, skinny_linear,
-                                               skinny_linear_reference)
+from sglang_ddtree.kernels.skinny_gemm import (Config, _prefetch_programs, m_tiles, prefetch_l2,
+                                               silu_mul_reference, skinny_linear, skinny_linear_reference)
 
 test_in_triton_interpreter = interpreter_test(__file__)
 
@@ -107,6 +107,40 @@ def test_the_tail_tile_gives_the_same_sums(M, split_k):
     for c in (cfg, Config(**{**cfg.__dict__, "tail": True})):
         out = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEV)
         assert torch.equal(skinny_linear(x, w, cfg=c, out=out).cpu(), want), c
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="the L2 prefetch is a GPU instruction")
+@pytest.mark.parametrize("split_k,lines,evict_last", [(1, 256, False), (2, 1024, True), (4, 8192, False)])
+def test_the_l2_prefetch_changes_no_result(split_k, lines, evict_last):
+    """A product that asks the L2 for another tensor gives the same bits as without, the other
+    tensor is untouched, and the prefetch kernel of its own leaves it untouched too."""
+    x, w, b = _inputs(16, 5120, 2048, torch.bfloat16, seed=split_k, bias=True)
+    nxt = torch.randn(3 << 20, device=DEV).to(torch.bfloat16)
+    keep = nxt.clone()
+    cfg = Config(BN=64, BK=128, split_k=split_k, num_stages=3)
+    want = skinny_linear(x, w, b, cfg)
+    for nbytes in (1 << 20, 64 << 20):  # within the tensor, and past its end (clipped)
+        got = skinny_linear(x, w, b, cfg, prefetch=nxt, prefetch_bytes=nbytes, prefetch_lines=lines,
+                            prefetch_evict_last=evict_last)
+        prefetch_l2(nxt, nbytes, lines, evict_last)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want) and torch.equal(nxt, keep)
+
+
+def test_prefetch_programs():
+    """Programs of ``lines`` 128-byte lines cover the bytes asked for, within the tensor and the
+    grid; none without a CUDA tensor or bytes."""
+    t = torch.empty(1 << 20, dtype=torch.bfloat16)  # 2 MiB, on CPU
+    assert _prefetch_programs(t, 1 << 20, 256, 100) == 0  # CPU: nothing to ask
+    assert _prefetch_programs(None, 1 << 20, 256, 100) == 0
+    if HAS_CUDA:
+        g = torch.empty(1 << 20, dtype=torch.bfloat16, device="cuda")
+        assert _prefetch_programs(g, 1 << 20, 256, 100) == 32  # 1 MiB / 32 KiB
+        assert _prefetch_programs(g, 1 << 20, 256, 10) == 10  # the grid's programs at most
+        assert _prefetch_programs(g, 8 << 20, 256, 1000) == 64  # the tensor's 2 MiB at most
+        assert _prefetch_programs(g, 0, 256, 100) == 0
+        assert _prefetch_programs(g[::2], 1 << 20, 256, 100) == 0  # not contiguous
+    prefetch_l2(t, 1 << 20)  # a CPU tensor: nothing launched, nothing raised
 
 
 def test_m_tiles():
