@@ -13,7 +13,8 @@ input projections and the MLP (a norm), ``--gap-gdn`` before the GatedDeltaNet o
 
 - ``gemm``: the products alone; ``gaps``: with the stand-ins; ``sleep``: the stand-ins alone;
 - ``epi:P``: with the stand-ins, each product's last programs ask the L2 for the first P MiB of
-  the next product's weight after their main loop (``skinny_linear(prefetch=...)``; a cuBLAS
+  the next product's weight after their main loop (in_proj_ba, on sglang's second stream in the
+  engine, is skipped: in_proj_qkvz asks for the out projection's) (``skinny_linear(prefetch=...)``; a cuBLAS
   product gets ``kern`` instead); ``epi:fit``: P sized to the gap that follows (its duration
   at ``--fit-rate`` TB/s, at most ``--fit-max`` MiB);
 - ``kern:P``: the same request from a kernel of its own launched right after each product
@@ -61,6 +62,12 @@ def gap_before(i: int, seq) -> str:
     if s == "attn_o_proj":
         return "attn"
     return ""  # in_proj_ba (beside qkvz), the down projection (its activation is inside)
+
+
+def _big(w: torch.Tensor) -> bool:
+    """Whether a product is in the prefetch chain: weights of 16 MiB and more (in_proj_ba, 1 MiB,
+    runs beside in_proj_qkvz on sglang's second stream: it neither asks nor is asked for)."""
+    return w.numel() * w.element_size() >= 16 * MIB
 
 
 def lines_for(nbytes: int, programs: int, sms: int) -> int:
@@ -129,11 +136,15 @@ def main() -> int:
                     torch.cuda._sleep(int(gaps[gap] * cyc_per_us))
                 if mode == "sleep":
                     continue
-                nxt = items[(i + 1) % len(items)]
+                nxt = next(items[(i + j) % len(items)] for j in range(1, len(items))
+                           if _big(items[(i + j) % len(items)][1]))
+                small = not _big(w)  # in_proj_ba: beside in_proj_qkvz on sglang's second stream
                 if mib == "fit":
                     nbytes = int(min(a.fit_max * MIB, gaps[nxt[5]] * a.fit_rate * 1e6))
                 else:
                     nbytes = int((mib or 0) * MIB)
+                if small:
+                    nbytes = 0
                 epi = mode == "epi" and cfg is not None and nbytes
                 if cfg is None:
                     torch.mm(x, w.T, out=outs[i])
