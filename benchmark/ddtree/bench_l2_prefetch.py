@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sglang_ddtree.kernels.gemm_table import MAX_RATIO  # noqa: E402
-from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, prefetch_l2, skinny_linear  # noqa: E402
+from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, prefetch_l2, prefetch_lines, skinny_linear  # noqa: E402
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 from bench_skinny_gemm import SEQUENCE, SHAPES  # noqa: E402
 
@@ -68,13 +68,6 @@ def _big(w: torch.Tensor) -> bool:
     """Whether a product is in the prefetch chain: weights of 16 MiB and more (in_proj_ba, 1 MiB,
     runs beside in_proj_qkvz on sglang's second stream: it neither asks nor is asked for)."""
     return w.numel() * w.element_size() >= 16 * MIB
-
-
-def lines_for(nbytes: int, programs: int, sms: int) -> int:
-    """128-byte lines a program asks for: ``nbytes`` over the last wave (at most ``sms`` programs),
-    a power of two in 256..8192."""
-    per = nbytes / (128 * max(1, min(programs, sms)))
-    return int(min(8192, max(256, 2 ** math.ceil(math.log2(max(per, 1))))))
 
 
 def main() -> int:
@@ -152,9 +145,9 @@ def main() -> int:
                     progs = math.ceil(w.shape[0] / cfg.BN) * cfg.split_k
                     skinny_linear(x, w, cfg=cfg, out=outs[i], workspace=wsp, act=act,
                                   prefetch=nxt[1] if epi else None, prefetch_bytes=nbytes if epi else 0,
-                                  prefetch_lines=lines_for(nbytes, progs, sms), prefetch_evict_last=evict_last)
+                                  prefetch_lines=prefetch_lines(nbytes, progs, sms), prefetch_evict_last=evict_last)
                 if mode in ("kern", "epi") and nbytes and not epi:
-                    prefetch_l2(nxt[1], nbytes, lines_for(nbytes, sms, sms), evict_last)
+                    prefetch_l2(nxt[1], nbytes, prefetch_lines(nbytes, sms, sms), evict_last)
             return outs
 
         variants = [("gemm", None, False), ("sleep", None, False), ("gaps", None, False)]

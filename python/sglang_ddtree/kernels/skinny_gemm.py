@@ -239,6 +239,14 @@ def _prefetch_programs(t: Optional[torch.Tensor], nbytes: int, lines: int, most:
     return max(0, min(most, min(nbytes, t.numel() * t.element_size()) // (lines * 128)))
 
 
+def prefetch_lines(nbytes: int, programs: int, sms: int) -> int:
+    """``prefetch_lines`` for asking ``nbytes`` from a product of ``programs`` programs on a GPU of
+    ``sms`` multiprocessors: the bytes spread over its last wave (at most ``sms`` programs), a
+    power of two in 256..8192."""
+    per = max(1, -(-nbytes // (128 * max(1, min(programs, sms)))))
+    return min(8192, max(256, 1 << (per - 1).bit_length()))
+
+
 def prefetch_l2(t: torch.Tensor, nbytes: int, lines: int = 1024, evict_last: bool = False) -> None:
     """Ask the L2 for the first ``nbytes`` of contiguous ``t`` (rounded down to ``lines * 128``
     bytes a program) in a kernel of its own; nothing where ``t`` is not a CUDA tensor."""
