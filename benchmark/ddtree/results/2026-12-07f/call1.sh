@@ -38,6 +38,19 @@ if best[0] <= 0.99 * gaps:
 PY
 )
 echo "engine A/B prefetch MiB: ${P:-none}" >> $R/rc.txt
+# On a card without a shipped table (an H200): the H100's, relabelled (results/2026-12-07b/call1.sh), so
+# the products go through the kernel (and its prefetch) as on the H100.
+TARG=()
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
+if [[ $gpu != "NVIDIA H100 80GB HBM3" ]]; then
+  python3 - python/sglang_ddtree/kernels/gemm_tables/nvidia_h100_80gb_hbm3.json "$gpu" /tmp/h100_table.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["meta"]["measured_on"], t["meta"]["device"] = t["meta"]["device"], sys.argv[2]
+json.dump(t, open(sys.argv[3], "w"), indent=1)
+PY
+  TARG=(--ddtree-arg 'speculative_ddtree_gemm_table="/tmp/h100_table.json"')
+fi
 if [[ -n $P ]]; then
   timeout $(( 575 - $(el) )) bash scripts/gpu_run.sh --here --out $R/a bench benchmark/ddtree/step_cost.py \
     --models /tmp/qwen36 --concurrency 1 --rounds 3 --prompt-len 512 --decode-tokens 64 --phases \
@@ -46,7 +59,7 @@ if [[ -n $P ]]; then
     --engine-arg disable_prefill_cuda_graph=true --engine-arg 'cuda_graph_bs_decode=[1]' \
     --engine-arg max_running_requests=1 --engine-arg context_length=8192 --case-timeout-s 230 \
     --configs DDTREE-15 DDTREE-15@2 DDTREE-15@3 --config-env DDTREE-15@2:SGLANG_DDTREE_L2_PREFETCH=$P \
-    --deadline-s $(( 480 - $(el) )) --out $R/a/step_cost.json > $R/a.out 2>&1
+    "${TARG[@]}" --deadline-s $(( 480 - $(el) )) --out $R/a/step_cost.json > $R/a.out 2>&1
   echo "A/B rc=$? at $(el) s" >> $R/rc.txt
   cp $R/a/step_cost*.json $R/ 2>/dev/null
   grep -h "\[step_cost\]" $R/a.out | cut -c1-330 >> $R/rc.txt
