@@ -27,7 +27,8 @@ no quantized or fp32 head, no bias) and the table has its row. The drafter's top
 :func:`linear` itself.
 
 With ``SGLANG_DDTREE_L2_PREFETCH`` (MiB, a developer switch, ``config.py``) each routed product
-also asks the L2 for the first MiB of the next large product's weight (``skinny_linear(prefetch=)``):
+also asks the L2 for the first MiB of the next large product's weight (``skinny_linear(prefetch=)``;
+after a product sglang computes for at most ``MAX_M`` tokens, a kernel of its own, ``prefetch_l2``):
 every product the hooks see, routed or not, of a weight of at least ``CHAIN_MIN_BYTES`` is noted
 in call order, and a weight's successor is the one noted after it in the forwards before (the
 small in_proj_ba, on sglang's second stream, is left out).
@@ -49,7 +50,7 @@ from typing import Dict, Optional
 import torch
 
 from ..kernels.gemm_table import AUTO, FLAG, MAX_RATIO, NONE, Key, device_name, load_table, table_path
-from ..kernels.skinny_gemm import SILU_MUL, Config
+from ..kernels.skinny_gemm import MAX_M, SILU_MUL, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
@@ -133,8 +134,21 @@ def _apply(original, self, layer, x, bias=None):
     if cfg is None:
         if act is not None:  # the MLP hook checked this product's row: not reached
             raise RuntimeError(f"skinny_linear: no tiling for the fused down projection of {tuple(x.shape)}")
-        return original(self, layer, x, bias)
+        out = original(self, layer, x, bias)
+        _prefetch_after(x, nxt)
+        return out
     return _run(x, layer.weight, bias, cfg, act, nxt)
+
+
+def _prefetch_after(x: torch.Tensor, nxt: Optional[torch.Tensor]) -> None:
+    """After a product sglang computed for a verify's few tokens: ask the L2 for ``nxt``'s first
+    MiB from a kernel of its own (``prefetch_l2``)."""
+    if nxt is not None and x.dim() >= 2 and x.shape[0] <= MAX_M and x.is_cuda:
+        from ..kernels.skinny_gemm import prefetch_l2, prefetch_lines
+
+        nbytes = _PREFETCH_MIB[0] << 20
+        sms = _sms(x.device)
+        prefetch_l2(nxt, nbytes, prefetch_lines(nbytes, sms, sms))
 
 
 def _run(x, weight, bias, cfg: Config, act: Optional[str] = None,
@@ -164,7 +178,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     head): the table's tiling where it has a row for it, else ``F.linear``."""
     nxt = _note(weight)
     cfg = tiling_for(x, weight)
-    return torch.nn.functional.linear(x, weight) if cfg is None else _run(x, weight, None, cfg, None, nxt)
+    if cfg is None:
+        out = torch.nn.functional.linear(x, weight)
+        _prefetch_after(x, nxt)
+        return out
+    return _run(x, weight, None, cfg, None, nxt)
 
 
 def active() -> bool:
@@ -217,7 +235,9 @@ def _lm_head(original, self, hidden_states, lm_head, embedding_bias=None, **kwar
     x = hidden_states.to(w.dtype) if plain else None
     cfg = tiling_for(x, w) if plain else None
     if cfg is None:
-        return original(self, hidden_states, lm_head, embedding_bias, **kwargs)
+        out = original(self, hidden_states, lm_head, embedding_bias, **kwargs)
+        _prefetch_after(hidden_states, nxt)
+        return out
     return _run(x, w, None, cfg, None, nxt)
 
 
