@@ -87,12 +87,6 @@ GDN_COPIES = _declare(
     "SGLANG_DDTREE_GDN_COPIES", "developer", "bool", False,
     "A wy verify's GatedDeltaNet layers take sglang's projection copies and gated norm instead of reading "
     "the projections in place (compat/gdn_views.py off): the other side of that path's A/B measurement.")
-L2_PREFETCH = _declare(
-    "SGLANG_DDTREE_L2_PREFETCH", "developer", "int", 0,
-    "MiB: each product the few-token GEMM table routes asks the L2, after its main loop, for the first "
-    "this many MiB of the next large product's weight (the order learned from the forwards before), so "
-    "they load while the small kernels between the two run; a few-token product left to sglang asks from "
-    "a kernel of its own after it; 0: off (benchmark/ddtree/bench_l2_prefetch.py).")
 VERBOSE_BUILD = _declare(
     "SGLANG_DDTREE_VERBOSE_BUILD", "developer", "bool", False,
     "Print the compiler commands of the CUDA tree-kernel JIT build.")

@@ -338,29 +338,3 @@ def test_the_lm_head_hook_runs_the_kernel_where_the_table_names_it(tmp_path):
         sl._lm_head(lambda *a, **k: calls.append(a), other, h, head)
     sl._lm_head(lambda *a, **k: calls.append(a), proc, h, head, torch.zeros(256, device="cuda"))  # a bias
     assert len(calls) == 3
-
-
-def test_the_prefetch_chain_learns_the_call_order(monkeypatch):
-    """With SGLANG_DDTREE_L2_PREFETCH a weight's successor is the large weight noted after it in
-    the forwards before; small weights (in_proj_ba) stay out; off, nothing is noted."""
-    def fresh(value):
-        monkeypatch.setenv("SGLANG_DDTREE_L2_PREFETCH", value)
-        sl._PREFETCH_MIB.clear()
-        sl._NEXT.clear()
-        sl._PREV[0] = None
-
-    big = [torch.empty(sl.CHAIN_MIN_BYTES // 2, dtype=torch.bfloat16) for _ in range(3)]  # 16 MiB each
-    small = torch.empty(1024, dtype=torch.bfloat16)
-    fresh("16")
-    first = [sl._note(w) for w in (big[0], small, big[1], big[2])]
-    assert all(n is None for n in first)  # nothing learned yet
-    second = [sl._note(w) for w in (big[0], small, big[1], big[2])]
-    assert second[0] is big[1] and second[1] is None and second[2] is big[2] and second[3] is big[0]
-    fresh("0")
-    assert all(sl._note(w) is None for w in big + big) and not sl._NEXT
-    fresh("")
-    sl._note(big[0])
-    assert sl._PREFETCH_MIB == [0]
-    fresh("-3")  # read as off
-    sl._note(big[0])
-    assert sl._PREFETCH_MIB == [0]

@@ -26,13 +26,6 @@ sglang would compute ``matmul(hidden.to(weight.dtype), weight.T)`` in the weight
 no quantized or fp32 head, no bias) and the table has its row. The drafter's top-K head calls
 :func:`linear` itself.
 
-With ``SGLANG_DDTREE_L2_PREFETCH`` (MiB, a developer switch, ``config.py``) each routed product
-also asks the L2 for the first MiB of the next large product's weight (``skinny_linear(prefetch=)``;
-after a product sglang computes for at most ``MAX_M`` tokens, a kernel of its own, ``prefetch_l2``):
-every product the hooks see, routed or not, of a weight of at least ``CHAIN_MIN_BYTES`` is noted
-in call order, and a weight's successor is the one noted after it in the forwards before (the
-small in_proj_ba, on sglang's second stream, is left out).
-
 Everything else goes to sglang. The flag's values:
 
 - ``auto``: the table shipped for this GPU's name (``kernels/gemm_table.py``); where none ships,
@@ -50,7 +43,7 @@ from typing import Dict, Optional
 import torch
 
 from ..kernels.gemm_table import AUTO, FLAG, MAX_RATIO, NONE, Key, device_name, load_table, table_path
-from ..kernels.skinny_gemm import MAX_M, SILU_MUL, Config
+from ..kernels.skinny_gemm import SILU_MUL, Config
 
 TARGET = "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply"
 MLP_TARGET = "sglang.srt.models.qwen2_moe.Qwen2MoeMLP.forward"
@@ -61,26 +54,6 @@ _TABLE: Dict[Key, Config] = {}  # the active table (empty: sglang's path everywh
 _RESOLVED = [False]  # whether this process resolved the flag (from the published server args)
 _ROUTED: Dict[Key, Config] = {}  # what this process sent to the kernel, logged once per key
 _FUSED_LAYER: contextvars.ContextVar = contextvars.ContextVar("ddtree_silu_mul_layer", default=None)
-CHAIN_MIN_BYTES = 16 << 20  # weights in the prefetch chain (module docstring)
-_PREV: list = [None]  # the last weight noted
-_NEXT: Dict[int, torch.Tensor] = {}  # weight data_ptr -> the weight noted after it
-_PREFETCH_MIB: list = []  # SGLANG_DDTREE_L2_PREFETCH, read once
-
-
-def _note(weight: torch.Tensor) -> Optional[torch.Tensor]:
-    """Note ``weight``'s product in call order; its successor from the forwards before, or None
-    (off, a small weight, or none noted yet)."""
-    if not _PREFETCH_MIB:
-        from ..config import L2_PREFETCH
-
-        _PREFETCH_MIB.append(max(0, L2_PREFETCH.get()))
-    if not _PREFETCH_MIB[0] or weight.numel() * weight.element_size() < CHAIN_MIN_BYTES:
-        return None
-    prev = _PREV[0]
-    if prev is not None and prev is not weight:
-        _NEXT[prev.data_ptr()] = weight
-    _PREV[0] = weight
-    return _NEXT.get(weight.data_ptr())
 
 
 def _active_table() -> Dict[Key, Config]:
@@ -129,60 +102,30 @@ def tiling_for(x: torch.Tensor, weight: torch.Tensor, act: Optional[str] = None)
 
 def _apply(original, self, layer, x, bias=None):
     act = SILU_MUL if _FUSED_LAYER.get() is layer else None
-    nxt = _note(layer.weight)
     cfg = tiling_for(x, layer.weight, act)
     if cfg is None:
         if act is not None:  # the MLP hook checked this product's row: not reached
             raise RuntimeError(f"skinny_linear: no tiling for the fused down projection of {tuple(x.shape)}")
-        out = original(self, layer, x, bias)
-        _prefetch_after(x, nxt)
-        return out
-    return _run(x, layer.weight, bias, cfg, act, nxt)
+        return original(self, layer, x, bias)
+    return _run(x, layer.weight, bias, cfg, act)
 
 
-def _prefetch_after(x: torch.Tensor, nxt: Optional[torch.Tensor]) -> None:
-    """After a product sglang computed for a verify's few tokens: ask the L2 for ``nxt``'s first
-    MiB from a kernel of its own (``prefetch_l2``)."""
-    if nxt is not None and x.dim() >= 2 and x.shape[0] <= MAX_M and x.is_cuda:
-        from ..kernels.skinny_gemm import prefetch_l2, prefetch_lines
-
-        nbytes = _PREFETCH_MIB[0] << 20
-        sms = _sms(x.device)
-        prefetch_l2(nxt, nbytes, prefetch_lines(nbytes, sms, sms))
-
-
-def _run(x, weight, bias, cfg: Config, act: Optional[str] = None,
-         nxt: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The kernel with the table's tiling (asking the L2 for ``nxt``'s first MiB where
-    ``SGLANG_DDTREE_L2_PREFETCH`` is on); each product logged the first time it is routed."""
-    from ..kernels.skinny_gemm import prefetch_lines, skinny_linear
+def _run(x, weight, bias, cfg: Config, act: Optional[str] = None) -> torch.Tensor:
+    """The kernel with the table's tiling; each product logged the first time it is routed."""
+    from ..kernels.skinny_gemm import skinny_linear
 
     key = (x.shape[0], weight.shape[0], weight.shape[1], act)
     if key not in _ROUTED:
         _ROUTED[key] = cfg
         logger.info(ROUTE_LOG, key, cfg.name())
-    if nxt is None:
-        return skinny_linear(x, weight, bias, cfg, act=act)
-    nbytes = _PREFETCH_MIB[0] << 20
-    programs = -(-weight.shape[0] // cfg.BN) * cfg.split_k
-    return skinny_linear(x, weight, bias, cfg, act=act, prefetch=nxt, prefetch_bytes=nbytes,
-                         prefetch_lines=prefetch_lines(nbytes, programs, _sms(x.device)))
-
-
-def _sms(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return skinny_linear(x, weight, bias, cfg, act=act)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``x @ weight.T`` (no bias) for a product this package calls itself (the drafter's top-K
     head): the table's tiling where it has a row for it, else ``F.linear``."""
-    nxt = _note(weight)
     cfg = tiling_for(x, weight)
-    if cfg is None:
-        out = torch.nn.functional.linear(x, weight)
-        _prefetch_after(x, nxt)
-        return out
-    return _run(x, weight, None, cfg, None, nxt)
+    return torch.nn.functional.linear(x, weight) if cfg is None else _run(x, weight, None, cfg)
 
 
 def active() -> bool:
@@ -231,14 +174,11 @@ def _lm_head(original, self, hidden_states, lm_head, embedding_bias=None, **kwar
         from sglang.srt.layers.logits_processor import should_apply_lm_head_quant_method
 
         plain = not should_apply_lm_head_quant_method(lm_head, getattr(lm_head, "quant_method", None))
-    nxt = _note(w) if isinstance(w, torch.Tensor) else None
     x = hidden_states.to(w.dtype) if plain else None
     cfg = tiling_for(x, w) if plain else None
     if cfg is None:
-        out = original(self, hidden_states, lm_head, embedding_bias, **kwargs)
-        _prefetch_after(hidden_states, nxt)
-        return out
-    return _run(x, w, None, cfg, None, nxt)
+        return original(self, hidden_states, lm_head, embedding_bias, **kwargs)
+    return _run(x, w, None, cfg)
 
 
 def set_table(table: Dict[Key, Config]) -> None:

@@ -265,7 +265,8 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     ``prefetch``: a contiguous tensor the next kernels will read (the next product's weight): the
     product's last programs ask the L2 for its first ``prefetch_bytes`` after their main loop, in
     ``prefetch_lines`` 128-byte lines a program (a power of two), so those bytes load while the
-    kernels between the two products run. A hint: results do not depend on it."""
+    kernels between the two products run. A hint: results do not depend on it. The server does
+    not use it (``benchmark/ddtree/bench_l2_prefetch.py`` measures it; RESULTS section 3)."""
     _check(x, weight, bias, cfg, act)
     M, K = x.shape[0], weight.shape[1]
     N = weight.shape[0]
