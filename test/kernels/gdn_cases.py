@@ -1,7 +1,9 @@
 """Shared by the tree GatedDeltaNet kernel tests: where the kernels run, the trees and inputs they
 are checked on, and the float64 path-by-path reference of a batch.
 
-Without a GPU the kernels run in the Triton interpreter (numpy), so shapes stay small. The
+Without a GPU the kernels run in the Triton interpreter (numpy), so shapes stay small, and every
+load and store they make is checked to fall inside a tensor argument of its launch
+(``testing.triton_interpreter.patch_bounds_check``). The
 interpreter must be switched on before triton is first imported (it changes how triton's own
 library is built), so on CPU each kernel test file re-runs itself in a child process with
 ``TRITON_INTERPRET=1`` (its ``test_in_triton_interpreter``, made by :func:`interpreter_test`);
@@ -29,7 +31,7 @@ from sglang_ddtree.config import TRITON_INTERP_CHILD
 from sglang_ddtree.core.tree_builder import build_tree, pad_tree
 from sglang_ddtree.core.verify_layout import build_verify_layout
 from sglang_ddtree.kernels.gdn_tree import naive
-from sglang_ddtree.testing.triton_interpreter import patch_scalar_index
+from sglang_ddtree.testing.triton_interpreter import patch_bounds_check, patch_scalar_index
 
 HAS_CUDA = torch.cuda.is_available()
 CHILD_ENV = TRITON_INTERP_CHILD.name
@@ -39,6 +41,7 @@ DEV = "cuda" if HAS_CUDA else "cpu"
 
 if IN_CHILD and os.environ.get("TRITON_INTERPRET") == "1":
     patch_scalar_index()
+    patch_bounds_check()  # every load and store of the kernels under test inside their tensors
 
 kernels_here = pytest.mark.skipif(
     not (HAS_CUDA or IN_CHILD), reason="runs compiled on a GPU, or in the interpreter child process"

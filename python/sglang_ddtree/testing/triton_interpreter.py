@@ -18,3 +18,67 @@ def patch_scalar_index() -> None:
         scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
 
     interpreter._patch_lang_tensor = patch
+
+
+class OutOfBounds(AssertionError):
+    """A kernel's load or store reached memory outside every tensor argument of its launch."""
+
+
+def patch_bounds_check() -> None:
+    """In Triton's interpreter, check every load and store: each lane the mask keeps must read or
+    write bytes inside the storage of one of the launch's tensor arguments, else
+    :class:`OutOfBounds` (naming the kernel, the program and the first addresses) ends the launch.
+    On a GPU such an access may read a neighbour's memory silently or fault the whole context
+    ("an illegal memory access"). Call in an interpreter process only, before a kernel runs."""
+    import numpy as np
+    import torch
+    from triton.runtime import interpreter as itp
+
+    if getattr(itp.GridExecutor, "_ddtree_bounds_checked", False):
+        return
+    itp.GridExecutor._ddtree_bounds_checked = True
+    state = {"lo": np.zeros(0, np.uint64), "hi": np.zeros(0, np.uint64), "kernel": "?"}
+    init_args, load, store = itp.GridExecutor._init_args_hst, itp.InterpreterBuilder.create_masked_load, \
+        itp.InterpreterBuilder.create_masked_store
+
+    def spans(args):
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                st = a.untyped_storage()
+                yield st.data_ptr(), st.data_ptr() + st.nbytes()
+            elif isinstance(a, tuple):
+                yield from spans(a)
+
+    def launch_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        ranges = sorted(set(spans(list(args_hst) + list(kwargs_hst.values()))))
+        state["lo"] = np.array([r[0] for r in ranges], dtype=np.uint64)
+        state["hi"] = np.array([r[1] for r in ranges], dtype=np.uint64)
+        state["kernel"] = getattr(self.fn, "__name__", repr(self.fn))
+        return args_hst, kwargs_hst
+
+    def check(builder, ptrs, mask, nbytes, what):
+        p = np.asarray(ptrs)
+        p = p.astype(np.uint64).ravel()[np.broadcast_to(np.asarray(mask), p.shape).ravel()]
+        if p.size == 0:
+            return
+        lo, hi = state["lo"], state["hi"]
+        i = np.searchsorted(lo, p, side="right") - 1  # the last storage starting at or before p
+        ok = (i >= 0) & (p + np.uint64(nbytes) <= hi[np.maximum(i, 0)])
+        if not ok.all():
+            bad = p[~ok]
+            raise OutOfBounds(f"{state['kernel']}: {what} of {bad.size} lane(s) outside its tensor arguments at "
+                              f"program {tuple(builder.grid_idx)}, first {[hex(int(b)) for b in bad[:3]]}; "
+                              f"storages {[(hex(int(a)), int(b - a)) for a, b in zip(lo, hi)]}")
+
+    def checked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        check(self, ptrs.data, mask.data, np.dtype(itp._get_np_dtype(ptrs.get_element_ty())).itemsize, "load")
+        return load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+
+    def checked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+        check(self, ptrs.data, mask.data, value.data.dtype.itemsize, "store")
+        return store(self, ptrs, value, mask, cache_modifier, eviction_policy)
+
+    itp.GridExecutor._init_args_hst = launch_args
+    itp.InterpreterBuilder.create_masked_load = checked_load
+    itp.InterpreterBuilder.create_masked_store = checked_store
