@@ -41,3 +41,39 @@ def test_a_read_past_the_storage_ends_the_launch():
         _copy[(1,)](src, dst, 8, 1, BLOCK=8)
     with pytest.raises(InterpreterError, match="_copy: load of 8 lane"):
         _copy[(1,)](src, dst, 8, -100, BLOCK=8)
+
+
+@needs_child
+def test_an_address_table_names_what_it_points_into():
+    """A kernel reading through int64 addresses (as the conv commit reads the model's weights)
+    passes where the table's ``points_into`` names the tensors, and is stopped where it does not."""
+    from triton.runtime.interpreter import InterpreterError
+
+    @triton.jit
+    def _gather(tab, dst, BLOCK: tl.constexpr):
+        src = tl.load(tab).to(tl.pointer_type(tl.float32))
+        i = tl.arange(0, BLOCK)
+        tl.store(dst + i, tl.load(src + i))
+
+    src, dst = torch.arange(8, dtype=torch.float32), torch.zeros(8)
+    tab = torch.tensor([src.data_ptr()], dtype=torch.int64)
+    with pytest.raises(InterpreterError, match="_gather: load of 8 lane"):
+        _gather[(1,)](tab, dst, BLOCK=8)
+    tab.points_into = (src,)
+    _gather[(1,)](tab, dst, BLOCK=8)
+    assert torch.equal(dst, src)
+
+
+@needs_child
+def test_lanes_masked_off_by_a_scalar_term_are_not_checked():
+    """A mask combining a lane vector with a scalar condition reaches the check as integers: lanes
+    it masks off, far outside every tensor, pass (the conv commit's taps before the root)."""
+    @triton.jit
+    def _far(src, dst, n, shift, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        v = tl.load(src + i + shift, mask=(i < n) & (shift < 0), other=0.0)
+        tl.store(dst + i, v, mask=i < n)
+
+    src, dst = torch.arange(8, dtype=torch.float32), torch.ones(8)
+    _far[(1,)](src, dst, 8, 1 << 20, BLOCK=8)
+    assert torch.equal(dst, torch.zeros(8))

@@ -26,7 +26,8 @@ class OutOfBounds(AssertionError):
 
 def patch_bounds_check() -> None:
     """In Triton's interpreter, check every load and store: each lane the mask keeps must read or
-    write bytes inside the storage of one of the launch's tensor arguments, else
+    write bytes inside the storage of one of the launch's tensor arguments (or of a tensor an
+    address-table argument names in its ``points_into`` attribute), else
     :class:`OutOfBounds` (naming the kernel, the program and the first addresses) ends the launch.
     On a GPU such an access may read a neighbour's memory silently or fault the whole context
     ("an illegal memory access"). Call in an interpreter process only, before a kernel runs."""
@@ -49,9 +50,17 @@ def patch_bounds_check() -> None:
             elif isinstance(a, tuple):
                 yield from spans(a)
 
+    def pointed(args):  # the tensors an address-table argument points into (``points_into``)
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                yield from getattr(a, "points_into", ())
+            elif isinstance(a, tuple):
+                yield from pointed(a)
+
     def launch_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        ranges = sorted(set(spans(list(args_hst) + list(kwargs_hst.values()))))
+        given = list(args_dev) + list(kwargs.values())
+        ranges = sorted(set(spans(list(args_hst) + list(kwargs_hst.values()) + list(pointed(given)))))
         state["lo"] = np.array([r[0] for r in ranges], dtype=np.uint64)
         state["hi"] = np.array([r[1] for r in ranges], dtype=np.uint64)
         state["kernel"] = getattr(self.fn, "__name__", repr(self.fn))
@@ -59,7 +68,7 @@ def patch_bounds_check() -> None:
 
     def check(builder, ptrs, mask, nbytes, what):
         p = np.asarray(ptrs)
-        p = p.astype(np.uint64).ravel()[np.broadcast_to(np.asarray(mask), p.shape).ravel()]
+        p = p.astype(np.uint64).ravel()[np.broadcast_to(np.asarray(mask).astype(bool), p.shape).ravel()]
         if p.size == 0:
             return
         lo, hi = state["lo"], state["hi"]

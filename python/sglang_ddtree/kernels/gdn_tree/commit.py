@@ -180,9 +180,10 @@ def tree_gdn_commit_layers(state, state_idx, u, G, k, accepted, accept_len, bloc
 def conv_weight_tables(weights, biases, dtype, device):
     """``(w_tab, b_tab)``: int64 device tensors of the addresses of each layer's conv weight
     ``[C, W]`` and bias (``b_tab`` None without biases), for :func:`tree_gdn_commit_from_x_layers`.
-    The kernels read the model's own parameters through them (no copies to go stale). Raises
-    ValueError unless every weight is a contiguous ``[C, W]`` of ``dtype`` and every layer or
-    none has a contiguous bias of ``dtype``."""
+    The kernels read the model's own parameters through them (no copies to go stale). Each table's
+    ``points_into`` attribute holds the tensors its addresses point into (the Triton interpreter's
+    bounds check of the kernel tests reads it). Raises ValueError unless every weight is a
+    contiguous ``[C, W]`` of ``dtype`` and every layer or none has a contiguous bias of ``dtype``."""
     C, KW = weights[0].shape
     if any(w.shape != (C, KW) or not w.is_contiguous() or w.dtype != dtype for w in weights):
         raise ValueError(f"conv_weight_tables: contiguous [{C}, {KW}] {dtype} conv weights expected")
@@ -192,6 +193,9 @@ def conv_weight_tables(weights, biases, dtype, device):
         raise ValueError(f"conv_weight_tables: every layer or no layer has a contiguous {dtype} bias")
     w_tab = torch.tensor([w.data_ptr() for w in weights], dtype=torch.int64, device=device)
     b_tab = torch.tensor([b.data_ptr() for b in biases], dtype=torch.int64, device=device) if has_bias else None
+    w_tab.points_into = tuple(weights)
+    if b_tab is not None:
+        b_tab.points_into = tuple(biases)
     return w_tab, b_tab
 
 
