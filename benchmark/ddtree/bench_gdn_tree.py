@@ -131,6 +131,18 @@ def _flag_options(flags) -> dict:
                 max_registers=next((int(f[4:]) for f in flags if f.startswith("nreg")), None))
 
 
+def parse_variant(var: str, precision: str):
+    """``--variants``' ``impl:block_t:block_v[:warps[:depth[:qk_block[:prep_warps[:precision[:flags]]]]]]``
+    -> ``(impl, block_t, block_v, warps, depth, qk_block, prep_warps, precision, flags)``: the
+    tiles as strings, the optional ints None where empty, ``precision`` where none is named,
+    ``flags`` a tuple of the ``+``-joined names."""
+    impl, bt, bv, *more = var.split(":")
+    opt = [int(m) if m else None for m in (more + [""] * 4)[:4]]
+    prec = more[4] if len(more) > 4 and more[4] else precision
+    flags = tuple(more[5].split("+")) if len(more) > 5 and more[5] else ()
+    return (impl, bt, bv, *opt, prec, flags)
+
+
 def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32x3", ours_on=True, alt_precisions=(),
              alt_impls=(), variants=(), commit_layers=LAYERS, profile_impls=(), extras=True,
              upstream_conv_max_nodes=None):
@@ -199,13 +211,7 @@ def run_case(bs, budget, shp, dev, iters, upstream, chain=False, precision="tf32
             out[f"ours_conv_{name}_ms_48"] = _time(lambda: kern.tree_conv(x, w, None, conv_pool, sidx, parent, flat=flat),
                                                    iters) * LAYERS
         for var in variants:
-            impl, bt, bv, *more = var.split(":")
-            nw = int(more[0]) if more and more[0] else None
-            depth = int(more[1]) if len(more) > 1 and more[1] else None
-            qkb = int(more[2]) if len(more) > 2 and more[2] else None
-            pw = int(more[3]) if len(more) > 3 and more[3] else None
-            prec = more[4] if len(more) > 4 and more[4] else precision
-            flags = tuple(more[5].split("+")) if len(more) > 5 and more[5] else ()
+            impl, bt, bv, nw, depth, qkb, pw, prec, flags = parse_variant(var, precision)
             key = (f"gdn_{impl}_bt{bt}_bv{bv}" + (f"_w{nw}" if nw else "") + (f"_d{depth}" if depth else "")
                    + (f"_qk{qkb}" if qkb else "") + (f"_pw{pw}" if pw else "")
                    + (f"_{prec}" if prec != precision else "") + "".join(f"_{f}" for f in flags))

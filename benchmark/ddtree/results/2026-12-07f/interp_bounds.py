@@ -29,12 +29,7 @@ state = torch.randn(bs + 1, HV, V, K) * 0.1
 sidx = torch.arange(bs, dtype=torch.int32)
 anc = lay.ancestor_mask.to(torch.uint8)
 for var in variants:
-    impl, bt, bv, *more = var.split(":")
-    nw = int(more[0]) if more and more[0] else None
-    depth = int(more[1]) if len(more) > 1 and more[1] else None
-    qkb = int(more[2]) if len(more) > 2 and more[2] else None
-    pw = int(more[3]) if len(more) > 3 and more[3] else None
-    flags = tuple(more[5].split("+")) if len(more) > 5 and more[5] else ()
+    impl, bt, bv, nw, depth, qkb, pw, _, flags = B.parse_variant(var, "bf16x3")
     opts = kern.VerifyOptions(impl=impl, precision="bf16x3", block_t=int(bt), block_v=int(bv), num_warps=nw,
                               qk_block=qkb, prep_warps=pw, **B._flag_options(flags))
 
