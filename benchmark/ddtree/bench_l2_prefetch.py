@@ -37,14 +37,14 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sglang_ddtree.kernels.gemm_table import MAX_RATIO  # noqa: E402
-from sglang_ddtree.kernels.skinny_gemm import SILU_MUL, Config, prefetch_l2, prefetch_lines, skinny_linear  # noqa: E402
+from sglang_ddtree.kernels.skinny_gemm import (SILU_MUL, Config, prefetch_l2, silu_mul_reference,  # noqa: E402
+                                               skinny_linear)
 from sglang_ddtree.testing.cuda_graph import capture, replay_ms  # noqa: E402
 from bench_skinny_gemm import SEQUENCE, SHAPES  # noqa: E402
 
@@ -52,9 +52,8 @@ TABLE = ROOT / "python/sglang_ddtree/kernels/gemm_tables/nvidia_h100_80gb_hbm3.j
 MIB = 1 << 20
 
 
-def gap_before(i: int, seq) -> str:
-    """Which stand-in precedes product ``i`` of ``seq``: "norm", "gdn", "attn" or ""."""
-    s = seq[i]
+def gap_before(s: str) -> str:
+    """Which stand-in precedes a product of shape ``s``: "norm", "gdn", "attn" or ""."""
     if s in ("gdn_in_proj_qkvz", "attn_qkv_proj", "mlp_gate_up", "lm_head"):
         return "norm"
     if s == "gdn_out_proj":
@@ -112,14 +111,17 @@ def main() -> int:
         items = []  # (shape, weight, x, act, cfg or None, gap kind)
         xs = {s: torch.randn(M, K, device=dev, dtype=dt) for s, (N, K) in SHAPES.items()}
         gu = torch.randn(M, 2 * SHAPES["mlp_down"][1], device=dev, dtype=dt)
-        gu_act = (F.silu(gu[:, :gu.shape[1] // 2].float()) * gu[:, gu.shape[1] // 2:].float()).to(dt)
-        for i, s in enumerate(SEQUENCE):
+        gu_act = silu_mul_reference(gu)
+        for s in SEQUENCE:
             w = weights[s][count[s] % len(weights[s])]
             count[s] += 1
             fused = s == "mlp_down" and ("mlp_down", SILU_MUL) in tiling
             act = SILU_MUL if fused else None
             x = (gu if fused else gu_act) if s == "mlp_down" else xs[s]
-            items.append((s, w, x, act, tiling.get((s, act)), gap_before(i, SEQUENCE)))
+            items.append((s, w, x, act, tiling.get((s, act)), gap_before(s)))
+        # each product's successor in the prefetch chain: the next large one, wrapping round
+        nxt_of = [next(items[(i + j) % len(items)] for j in range(1, len(items)) if _big(items[(i + j) % len(items)][1]))
+                  for i in range(len(items))]
         wsp = torch.empty(8 * M * max(n for n, _ in SHAPES.values()), dtype=torch.float32, device=dev)
         outs = [torch.empty(M, w.shape[0], device=dev, dtype=dt) for _, w, *_ in items]
 
@@ -129,8 +131,7 @@ def main() -> int:
                     torch.cuda._sleep(int(gaps[gap] * cyc_per_us))
                 if mode == "sleep":
                     continue
-                nxt = next(items[(i + j) % len(items)] for j in range(1, len(items))
-                           if _big(items[(i + j) % len(items)][1]))
+                nxt = nxt_of[i]
                 small = not _big(w)  # in_proj_ba: beside in_proj_qkvz on sglang's second stream
                 if mib == "fit":
                     nbytes = int(min(a.fit_max * MIB, gaps[nxt[5]] * a.fit_rate * 1e6))
@@ -142,12 +143,11 @@ def main() -> int:
                 if cfg is None:
                     torch.mm(x, w.T, out=outs[i])
                 else:
-                    progs = math.ceil(w.shape[0] / cfg.BN) * cfg.split_k
                     skinny_linear(x, w, cfg=cfg, out=outs[i], workspace=wsp, act=act,
                                   prefetch=nxt[1] if epi else None, prefetch_bytes=nbytes if epi else 0,
-                                  prefetch_lines=prefetch_lines(nbytes, progs, sms), prefetch_evict_last=evict_last)
+                                  prefetch_evict_last=evict_last)
                 if mode in ("kern", "epi") and nbytes and not epi:
-                    prefetch_l2(nxt[1], nbytes, prefetch_lines(nbytes, sms, sms), evict_last)
+                    prefetch_l2(nxt[1], nbytes, evict_last=evict_last)
             return outs
 
         variants = [("gemm", None, False), ("sleep", None, False), ("gaps", None, False)]

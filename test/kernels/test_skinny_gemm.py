@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_cases import DEV, HAS_CUDA, interpreter_test, kernels_here
 
-from sglang_ddtree.kernels.skinny_gemm import (Config, _prefetch_programs, m_tiles, prefetch_l2,
+from sglang_ddtree.kernels.skinny_gemm import (Config, _prefetch_plan, m_tiles, prefetch_l2, prefetch_lines_for,
                                                silu_mul_reference, skinny_linear, skinny_linear_reference)
 
 test_in_triton_interpreter = interpreter_test(__file__)
@@ -127,19 +127,21 @@ def test_the_l2_prefetch_changes_no_result(split_k, lines, evict_last):
         assert torch.equal(got, want) and torch.equal(nxt, keep)
 
 
-def test_prefetch_programs():
+def test_prefetch_plan():
     """Programs of ``lines`` 128-byte lines cover the bytes asked for, within the tensor and the
     grid; none without a CUDA tensor or bytes."""
     t = torch.empty(1 << 20, dtype=torch.bfloat16)  # 2 MiB, on CPU
-    assert _prefetch_programs(t, 1 << 20, 256, 100) == 0  # CPU: nothing to ask
-    assert _prefetch_programs(None, 1 << 20, 256, 100) == 0
+    assert _prefetch_plan(t, 1 << 20, 256, 100) == (0, 0)  # CPU: nothing to ask
+    assert _prefetch_plan(None, 1 << 20, 256, 100) == (0, 0)
     if HAS_CUDA:
         g = torch.empty(1 << 20, dtype=torch.bfloat16, device="cuda")
-        assert _prefetch_programs(g, 1 << 20, 256, 100) == 32  # 1 MiB / 32 KiB
-        assert _prefetch_programs(g, 1 << 20, 256, 10) == 10  # the grid's programs at most
-        assert _prefetch_programs(g, 8 << 20, 256, 1000) == 64  # the tensor's 2 MiB at most
-        assert _prefetch_programs(g, 0, 256, 100) == 0
-        assert _prefetch_programs(g[::2], 1 << 20, 256, 100) == 0  # not contiguous
+        assert _prefetch_plan(g, 1 << 20, 256, 100) == (32, 256)  # 1 MiB / 32 KiB
+        assert _prefetch_plan(g, 1 << 20, 256, 10) == (10, 256)  # the grid's programs at most
+        assert _prefetch_plan(g, 8 << 20, 256, 1000) == (64, 256)  # the tensor's 2 MiB at most
+        assert _prefetch_plan(g, 0, 256, 100) == (0, 0)
+        assert _prefetch_plan(g[::2], 1 << 20, 256, 100) == (0, 0)  # not contiguous
+        assert _prefetch_plan(g, 1 << 20, None, 1) == (1, 8192)  # 1 MiB from one program
+        assert prefetch_lines_for(1 << 10, 1 << 20, g.device) == 256  # the fewest
     prefetch_l2(t, 1 << 20)  # a CPU tensor: nothing launched, nothing raised
 
 

@@ -123,17 +123,18 @@ def _skinny_kernel(x, w, b, y, ws, pf, M, N, K, K_SPLIT, sx_m, sw_n, sy_m, PF_PR
     if PF_LINES:
         rank = pid_k * tl.num_programs(0) + pid_n - (tl.num_programs(0) * SPLIT_K - PF_PROGS)
         if rank >= 0:
-            _l2_prefetch(pf.to(tl.pointer_type(tl.int8)) + rank.to(tl.int64) * (PF_LINES * 128)
-                         + tl.arange(0, PF_LINES) * 128, PF_EVICT_LAST)
+            _l2_prefetch(pf, rank, PF_LINES, PF_EVICT_LAST)
     _finish(acc, rm, m_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
     if TAIL_M:
         _finish(acc_t, rt, t_ok, rn, n_ok, b, y, ws, pid_k, M, N, sy_m, SPLIT_K, HAS_BIAS)
 
 
 @triton.jit
-def _l2_prefetch(ptrs, EVICT_LAST: tl.constexpr):
-    """Ask the L2 for the 128-byte lines at ``ptrs`` (PTX ``prefetch.global.L2``): no data moves
-    to the program, nothing waits for it, and a line already in the L2 costs nothing."""
+def _l2_prefetch(pf, block, LINES: tl.constexpr, EVICT_LAST: tl.constexpr):
+    """Ask the L2 for 128-byte lines ``block * LINES ...`` of ``pf`` (PTX ``prefetch.global.L2``):
+    no data moves to the program, nothing waits for it, and a line already in the L2 costs
+    nothing."""
+    ptrs = pf.to(tl.pointer_type(tl.int8)) + block.to(tl.int64) * (LINES * 128) + tl.arange(0, LINES) * 128
     if EVICT_LAST:
         tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1]; // dummy $0", "=r,l", [ptrs],
                                   dtype=tl.int32, is_pure=False, pack=1)
@@ -145,8 +146,7 @@ def _l2_prefetch(ptrs, EVICT_LAST: tl.constexpr):
 @triton.jit
 def _prefetch_kernel(pf, PF_LINES: tl.constexpr, EVICT_LAST: tl.constexpr):
     """Grid (programs,): program p asks the L2 for lines ``p * PF_LINES ...`` of ``pf``."""
-    _l2_prefetch(pf.to(tl.pointer_type(tl.int8)) + tl.program_id(0).to(tl.int64) * (PF_LINES * 128)
-                 + tl.arange(0, PF_LINES) * 128, EVICT_LAST)
+    _l2_prefetch(pf, tl.program_id(0), PF_LINES, EVICT_LAST)
 
 
 @triton.jit
@@ -231,26 +231,30 @@ def m_tiles(M: int, tail: bool = False) -> tuple:
     return block_m(M), 0
 
 
-def _prefetch_programs(t: Optional[torch.Tensor], nbytes: int, lines: int, most: int) -> int:
-    """How many programs of ``lines`` lines each cover ``nbytes`` of ``t`` (within ``t`` and at most
-    ``most``); 0 where there is nothing to prefetch or no GPU to ask."""
+def _prefetch_plan(t: Optional[torch.Tensor], nbytes: int, lines: Optional[int], programs: int) -> tuple:
+    """``(asking, lines)``: how many of a grid's ``programs`` programs ask the L2 for ``lines``
+    lines each (None: :func:`prefetch_lines_for`) to cover ``nbytes`` of ``t`` (within ``t``);
+    ``(0, 0)`` where there is nothing to prefetch or no GPU to ask."""
     if t is None or nbytes <= 0 or not t.is_cuda or not t.is_contiguous():
-        return 0
-    return max(0, min(most, min(nbytes, t.numel() * t.element_size()) // (lines * 128)))
+        return 0, 0
+    lines = lines or prefetch_lines_for(nbytes, programs, t.device)
+    return max(0, min(programs, min(nbytes, t.numel() * t.element_size()) // (lines * 128))), lines
 
 
-def prefetch_lines(nbytes: int, programs: int, sms: int) -> int:
-    """``prefetch_lines`` for asking ``nbytes`` from a product of ``programs`` programs on a GPU of
-    ``sms`` multiprocessors: the bytes spread over its last wave (at most ``sms`` programs), a
-    power of two in 256..8192."""
+def prefetch_lines_for(nbytes: int, programs: int, device) -> int:
+    """128-byte lines a program asks for to prefetch ``nbytes`` from a grid of ``programs``
+    programs on ``device``: the bytes spread over its last wave (at most one program per
+    multiprocessor), a power of two in 256..8192."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
     per = max(1, -(-nbytes // (128 * max(1, min(programs, sms)))))
     return min(8192, max(256, 1 << (per - 1).bit_length()))
 
 
-def prefetch_l2(t: torch.Tensor, nbytes: int, lines: int = 1024, evict_last: bool = False) -> None:
+def prefetch_l2(t: torch.Tensor, nbytes: int, lines: Optional[int] = None, evict_last: bool = False) -> None:
     """Ask the L2 for the first ``nbytes`` of contiguous ``t`` (rounded down to ``lines * 128``
-    bytes a program) in a kernel of its own; nothing where ``t`` is not a CUDA tensor."""
-    progs = _prefetch_programs(t, nbytes, lines, 1 << 20)
+    bytes a program; None: :func:`prefetch_lines_for` a grid of one program per multiprocessor)
+    in a kernel of its own; nothing where ``t`` is not a CUDA tensor."""
+    progs, lines = _prefetch_plan(t, nbytes, lines, 1 << 20)
     if progs:
         _prefetch_kernel[(progs,)](t, PF_LINES=lines, EVICT_LAST=evict_last, num_warps=4)
 
@@ -258,13 +262,14 @@ def prefetch_l2(t: torch.Tensor, nbytes: int, lines: int = 1024, evict_last: boo
 def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                   cfg: Config = Config(), out: Optional[torch.Tensor] = None,
                   workspace: Optional[torch.Tensor] = None, act: Optional[str] = None,
-                  prefetch: Optional[torch.Tensor] = None, prefetch_bytes: int = 0, prefetch_lines: int = 1024,
-                  prefetch_evict_last: bool = False) -> torch.Tensor:
+                  prefetch: Optional[torch.Tensor] = None, prefetch_bytes: int = 0,
+                  prefetch_lines: Optional[int] = None, prefetch_evict_last: bool = False) -> torch.Tensor:
     """``x @ weight.T (+ bias)`` -> [M, N] (module docstring). ``workspace``: fp32 with at least
     ``split_k * M * N`` elements when ``cfg.split_k > 1`` (allocated here when None).
     ``prefetch``: a contiguous tensor the next kernels will read (the next product's weight): the
     product's last programs ask the L2 for its first ``prefetch_bytes`` after their main loop, in
-    ``prefetch_lines`` 128-byte lines a program (a power of two), so those bytes load while the
+    ``prefetch_lines`` 128-byte lines a program (a power of two; None: :func:`prefetch_lines_for`
+    this product's grid), so those bytes load while the
     kernels between the two products run. A hint: results do not depend on it. The server does
     not use it (``benchmark/ddtree/bench_l2_prefetch.py`` measures it; RESULTS section 3)."""
     _check(x, weight, bias, cfg, act)
@@ -280,12 +285,12 @@ def skinny_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
         ws = y
     grid = (triton.cdiv(N, cfg.BN), cfg.split_k)
     bm, tail = m_tiles(M, cfg.tail)
-    pf_progs = _prefetch_programs(prefetch, prefetch_bytes, prefetch_lines, grid[0] * grid[1])
+    pf_progs, pf_lines = _prefetch_plan(prefetch, prefetch_bytes, prefetch_lines, grid[0] * grid[1])
     _skinny_kernel[grid](x, weight, b, y, ws, prefetch if pf_progs else weight, M, N, K, K // cfg.split_k,
                          x.stride(0), weight.stride(0), y.stride(0), pf_progs, BM=bm, BN=cfg.BN, BK=cfg.BK,
                          SPLIT_K=cfg.split_k, HAS_BIAS=bias is not None and cfg.split_k == 1,
                          SILU_MUL=act == SILU_MUL, PDL=cfg.pdl, TAIL_M=tail,
-                         PF_LINES=prefetch_lines if pf_progs else 0, PF_EVICT_LAST=prefetch_evict_last,
+                         PF_LINES=pf_lines if pf_progs else 0, PF_EVICT_LAST=prefetch_evict_last,
                          num_stages=cfg.num_stages, num_warps=cfg.num_warps,
                          **({"launch_pdl": True} if cfg.pdl else {}))
     if cfg.split_k > 1:

@@ -42,25 +42,19 @@ def patch_bounds_check() -> None:
     init_args, load, store = itp.GridExecutor._init_args_hst, itp.InterpreterBuilder.create_masked_load, \
         itp.InterpreterBuilder.create_masked_store
 
-    def spans(args):
+    def tensors(args):  # the tensors among a launch's arguments, tuples opened
         for a in args:
             if isinstance(a, torch.Tensor):
-                st = a.untyped_storage()
-                yield st.data_ptr(), st.data_ptr() + st.nbytes()
+                yield a
             elif isinstance(a, tuple):
-                yield from spans(a)
-
-    def pointed(args):  # the tensors an address-table argument points into (``points_into``)
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                yield from getattr(a, "points_into", ())
-            elif isinstance(a, tuple):
-                yield from pointed(a)
+                yield from tensors(a)
 
     def launch_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        given = list(args_dev) + list(kwargs.values())
-        ranges = sorted(set(spans(list(args_hst) + list(kwargs_hst.values()) + list(pointed(given)))))
+        # (``points_into`` is read from the caller's tensors: the host copies do not carry it)
+        pointed = [p for t in tensors(list(args_dev) + list(kwargs.values())) for p in getattr(t, "points_into", ())]
+        ranges = sorted({(st.data_ptr(), st.data_ptr() + st.nbytes())
+                         for st in (t.untyped_storage() for t in [*tensors([*args_hst, *kwargs_hst.values()]), *pointed])})
         state["lo"] = np.array([r[0] for r in ranges], dtype=np.uint64)
         state["hi"] = np.array([r[1] for r in ranges], dtype=np.uint64)
         state["kernel"] = getattr(self.fn, "__name__", repr(self.fn))
